@@ -1,0 +1,258 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Op is the kind of a log entry.
+type Op uint8
+
+// The operations of the lock table. Their numeric values are part of the log
+// format: never renumber them.
+const (
+	// OpAcquire grants Key to Owner for TTL, or renews it if Owner holds it.
+	OpAcquire Op = 1
+	// OpExtend renews Owner's lease on Key for TTL.
+	OpExtend Op = 2
+	// OpRelease frees Key if Owner holds it and remembers the release.
+	OpRelease Op = 3
+	// OpExpire frees Key if its lease is still the one named by Token and
+	// Version (it was not renewed since the leader timed it).
+	OpExpire Op = 4
+	// OpRevoke frees Key administratively. With Owner and Token set it frees
+	// only that grant. A revoke is not remembered as a release.
+	OpRevoke Op = 5
+)
+
+// String names the operation.
+func (o Op) String() string {
+	switch o {
+	case OpAcquire:
+		return "acquire"
+	case OpExtend:
+		return "extend"
+	case OpRelease:
+		return "release"
+	case OpExpire:
+		return "expire"
+	case OpRevoke:
+		return "revoke"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// EncodingVersion is the version byte that starts every encoded entry.
+const EncodingVersion byte = 1
+
+// Limits of the encoding. They are far above what the server accepts, so
+// they only reject corrupt input.
+const (
+	// MaxStringLen is the longest key or owner the decoder accepts.
+	MaxStringLen = 64 << 10
+)
+
+// LeaseRef names one lease of a key: the grant's token and the position of
+// the entry that last granted or extended it.
+type LeaseRef struct {
+	Token   uint64
+	Version uint64
+}
+
+// Waiter is a queued acquire that an entry hands the lock to if the lock is
+// free after the entry's own command.
+type Waiter struct {
+	Owner string
+	TTL   uint64 // milliseconds
+}
+
+// Command is one decoded log entry.
+type Command struct {
+	Op    Op
+	Key   string
+	Owner string // acquire, extend, release; optional for revoke
+	TTL   uint64 // milliseconds; acquire, extend
+
+	// Lease names the lease that an expire frees, that a revoke frees (zero
+	// Token: any), or that an acquire or extend first frees because the
+	// leader saw it run out (nil: none).
+	Lease *LeaseRef
+
+	// Waiter, if set, is granted the key after the command if the key is
+	// then free.
+	Waiter *Waiter
+}
+
+// flags of the encoding.
+const (
+	flagLease  = 1 << 0
+	flagWaiter = 1 << 1
+	flagKnown  = flagLease | flagWaiter
+)
+
+// Decoding errors.
+var (
+	// ErrShortEntry means the entry ended before its fields did.
+	ErrShortEntry = errors.New("fsm: entry is truncated")
+	// ErrEntryVersion means the entry was written by an unknown encoding.
+	ErrEntryVersion = errors.New("fsm: unknown entry encoding version")
+	// ErrBadEntry means the entry's fields are not a valid command.
+	ErrBadEntry = errors.New("fsm: malformed entry")
+)
+
+// Encode appends the binary form of c to dst and returns it.
+//
+// Layout: version byte, op byte, flags byte, key, owner, uvarint TTL, then
+// uvarint token and version if flagLease, then owner and uvarint TTL of the
+// waiter if flagWaiter. Strings are a uvarint length and the bytes.
+func (c Command) Encode(dst []byte) []byte {
+	var flags byte
+	if c.Lease != nil {
+		flags |= flagLease
+	}
+	if c.Waiter != nil {
+		flags |= flagWaiter
+	}
+	dst = append(dst, EncodingVersion, byte(c.Op), flags)
+	dst = appendString(dst, c.Key)
+	dst = appendString(dst, c.Owner)
+	dst = binary.AppendUvarint(dst, c.TTL)
+	if c.Lease != nil {
+		dst = binary.AppendUvarint(dst, c.Lease.Token)
+		dst = binary.AppendUvarint(dst, c.Lease.Version)
+	}
+	if c.Waiter != nil {
+		dst = appendString(dst, c.Waiter.Owner)
+		dst = binary.AppendUvarint(dst, c.Waiter.TTL)
+	}
+	return dst
+}
+
+// Decode parses an entry written by Encode. It rejects unknown versions,
+// unknown operations, unknown flags, oversized strings and trailing bytes.
+func Decode(b []byte) (Command, error) {
+	var c Command
+	d := decoder{b: b}
+	ver := d.byte()
+	if d.err != nil {
+		return c, d.err
+	}
+	if ver != EncodingVersion {
+		return c, fmt.Errorf("%w %d", ErrEntryVersion, ver)
+	}
+	c.Op = Op(d.byte())
+	flags := d.byte()
+	c.Key = d.string()
+	c.Owner = d.string()
+	c.TTL = d.uvarint()
+	if flags&flagLease != 0 {
+		c.Lease = &LeaseRef{Token: d.uvarint(), Version: d.uvarint()}
+	}
+	if flags&flagWaiter != 0 {
+		c.Waiter = &Waiter{Owner: d.string(), TTL: d.uvarint()}
+	}
+	if d.err != nil {
+		return Command{}, d.err
+	}
+	if len(d.b) != 0 {
+		return Command{}, fmt.Errorf("%w: %d trailing bytes", ErrBadEntry, len(d.b))
+	}
+	if flags&^flagKnown != 0 {
+		return Command{}, fmt.Errorf("%w: unknown flags %#x", ErrBadEntry, flags)
+	}
+	if err := c.validate(); err != nil {
+		return Command{}, err
+	}
+	return c, nil
+}
+
+// validate checks the fields each operation needs.
+func (c *Command) validate() error {
+	if c.Key == "" {
+		return fmt.Errorf("%w: empty key", ErrBadEntry)
+	}
+	if c.Waiter != nil && c.Waiter.Owner == "" {
+		return fmt.Errorf("%w: waiter without owner", ErrBadEntry)
+	}
+	switch c.Op {
+	case OpAcquire, OpExtend, OpRelease:
+		if c.Owner == "" {
+			return fmt.Errorf("%w: %s without owner", ErrBadEntry, c.Op)
+		}
+	case OpExpire:
+		if c.Lease == nil {
+			return fmt.Errorf("%w: expire without lease", ErrBadEntry)
+		}
+	case OpRevoke:
+	default:
+		return fmt.Errorf("%w: unknown op %d", ErrBadEntry, uint8(c.Op))
+	}
+	return nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// decoder reads fields and remembers the first error; later reads return
+// zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.err = ErrShortEntry
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n == 0 {
+		d.err = ErrShortEntry
+		return 0
+	}
+	if n < 0 {
+		d.err = fmt.Errorf("%w: varint overflows 64 bits", ErrBadEntry)
+		return 0
+	}
+	if n > 1 && d.b[n-1] == 0 {
+		// A varint with a zero last byte has a shorter form: accepting it
+		// would let two byte strings mean the same entry.
+		d.err = fmt.Errorf("%w: non-minimal varint", ErrBadEntry)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > MaxStringLen {
+		d.err = fmt.Errorf("%w: string of %d bytes", ErrBadEntry, n)
+		return ""
+	}
+	if uint64(len(d.b)) < n {
+		d.err = ErrShortEntry
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}

@@ -1,0 +1,42 @@
+// Package fsm is fencer's replicated lock table: the state machine that Raft
+// feeds with committed log entries.
+//
+// Everything in this package is deterministic. Apply decodes an entry, changes
+// the table and returns a *Result; it never reads a clock, never draws a random
+// number and never does I/O, so every node that applies the same log holds the
+// same table, byte for byte (Snapshot proves it).
+//
+// # Invariants kept here
+//
+//   - Tokens. A grant's token is floor + index, where index is the Raft log
+//     index of the entry that made the grant and floor is a number kept in the
+//     table and its snapshots (zero for a cluster that was never restored from
+//     another's snapshot). Indices only grow, so every grant's token is larger
+//     than every earlier grant's, for every lock, across restarts and snapshot
+//     installs. One entry may grant more than one lock (an expiry that hands
+//     the lock to a waiter, or later a multi-key acquire); they then share its
+//     token.
+//
+//   - Leases carry no time. A lease records its TTL in milliseconds and the
+//     position of the entry that last granted or extended it (its version).
+//     Only the leader times leases; when one runs out it proposes an Expire
+//     naming the token and version it saw, and Apply frees the lock only if the
+//     lease was not renewed since. A deposed leader's late expiry is therefore
+//     harmless.
+//
+//   - Safe retries. Acquire by the holder returns the same token and renews
+//     the lease. The table remembers the last release of each key as (owner,
+//     token): a repeated release by that owner reports success, and an
+//     acquire by that owner is refused, so a delayed retry cannot resurrect a
+//     released lock. The memory is bounded: an entry is forgotten once
+//     ReleaseMemoryWindow log positions have passed or when more than
+//     ReleaseMemoryMax releases are remembered, oldest first. Both are
+//     functions of log position only.
+//
+//   - Waiters. The leader keeps its wait queues in memory and attaches the
+//     head waiter to the entry that it expects to free a lock (release,
+//     expiry, revoke). After the command, if the key is free, Apply grants it
+//     to the attached waiter in the same entry, so a hand-off is one commit.
+//
+// An entry that cannot be decoded is corruption: Apply panics with its index.
+package fsm

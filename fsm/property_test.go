@@ -1,0 +1,172 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// randomCommands returns a sequence of commands over few keys and owners, so
+// that they collide often. Expire and revoke name leases that exist as well
+// as ones that do not.
+func randomCommands(rng *rand.Rand, n int) []Command {
+	keys := []string{"a", "b", "c"}
+	owners := []string{"o1", "o2", "o3", "o4"}
+	cmds := make([]Command, 0, n)
+	for i := 0; i < n; i++ {
+		c := Command{Key: keys[rng.Intn(len(keys))], Owner: owners[rng.Intn(len(owners))], TTL: uint64(rng.Intn(5000) + 100)}
+		switch rng.Intn(6) {
+		case 0, 1:
+			c.Op = OpAcquire
+		case 2:
+			c.Op = OpExtend
+		case 3:
+			c.Op = OpRelease
+		case 4:
+			c.Op = OpExpire
+			c.Owner = ""
+			c.Lease = &LeaseRef{Token: uint64(rng.Intn(i + 1)), Version: uint64(rng.Intn(i + 1))}
+		case 5:
+			c.Op = OpRevoke
+			if rng.Intn(2) == 0 {
+				c.Owner = ""
+			}
+		}
+		if rng.Intn(4) == 0 {
+			c.Waiter = &Waiter{Owner: owners[rng.Intn(len(owners))], TTL: 1000}
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds
+}
+
+// TestPropertyTokensAndExclusion applies random command sequences and checks,
+// after every entry, that each key has at most one holder, that a new grant's
+// token is larger than every earlier grant's on that key, and that a renewal
+// keeps its token.
+func TestPropertyTokensAndExclusion(t *testing.T) {
+	for seed := int64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		a := newApplier()
+		lastGrant := map[string]uint64{}
+		holder := map[string]Lease{}
+		for i, c := range randomCommands(rng, 300) {
+			r := a.apply(t, c)
+			l, held := a.t.Get(c.Key)
+			require.Equal(t, held, r.Lease.Token != 0, "seed %d step %d", seed, i)
+			prev, wasHeld := holder[c.Key]
+			if held {
+				newGrant := !wasHeld || prev.Token != l.Token
+				if newGrant {
+					require.Greater(t, l.Token, lastGrant[c.Key], "seed %d step %d: token went back", seed, i)
+					require.Equal(t, r.Position, l.Token, "seed %d step %d: token is the entry's position", seed, i)
+					lastGrant[c.Key] = l.Token
+					// A grant to a different owner while the earlier lease is
+					// current would be two holders: the entry must have ended it.
+					if wasHeld {
+						require.NotNil(t, r.Freed, "seed %d step %d: %s granted to %s while %s held it", seed, i, c.Key, l.Owner, prev.Owner)
+						require.Equal(t, prev.Token, r.Freed.Token, "seed %d step %d", seed, i)
+					}
+				} else {
+					require.Equal(t, prev.Owner, l.Owner, "seed %d step %d: same token, different owner", seed, i)
+				}
+				holder[c.Key] = l
+			} else {
+				delete(holder, c.Key)
+			}
+		}
+	}
+}
+
+func TestDeterminism(t *testing.T) {
+	for seed := int64(1); seed <= 50; seed++ {
+		cmds := randomCommands(rand.New(rand.NewSource(seed)), 500)
+		a, b := newApplier(), newApplier()
+		a.t.memMax, b.t.memMax = 2, 2 // exercise forgetting
+		for _, c := range cmds {
+			a.apply(t, c)
+			b.apply(t, c)
+		}
+		require.Equal(t, a.t.MarshalSnapshot(), b.t.MarshalSnapshot(), "seed %d", seed)
+	}
+}
+
+// memSink is a raft.SnapshotSink over a buffer.
+type memSink struct {
+	bytes.Buffer
+	cancelled, closed bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (s *memSink) Close() error  { s.closed = true; return nil }
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	cmds := randomCommands(rng, 1000)
+	a := newApplier()
+	for _, c := range cmds[:600] {
+		a.apply(t, c)
+	}
+	snap, err := a.t.Snapshot()
+	require.NoError(t, err)
+	var sink memSink
+	require.NoError(t, snap.Persist(&sink))
+	assert.True(t, sink.closed)
+	assert.Equal(t, a.t.MarshalSnapshot(), sink.Bytes(), "Persist and MarshalSnapshot agree")
+
+	b := newApplier()
+	b.apply(t, acquire("junk", "x", 1)) // Restore must discard this
+	require.NoError(t, b.t.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))))
+	_, junk := b.t.Get("junk")
+	assert.False(t, junk, "restore replaces everything")
+	assert.Equal(t, a.t.MarshalSnapshot(), b.t.MarshalSnapshot())
+	assert.Equal(t, a.t.MaxToken(), b.t.MaxToken())
+	assert.Equal(t, a.t.LastIndex(), b.t.LastIndex())
+
+	// Both go on identically, release memory included.
+	b.index = a.index
+	for _, c := range cmds[600:] {
+		ra, rb := a.apply(t, c), b.apply(t, c)
+		require.Equal(t, ra.Code, rb.Code)
+		require.Equal(t, ra.Lease, rb.Lease)
+	}
+	assert.Equal(t, a.t.MarshalSnapshot(), b.t.MarshalSnapshot())
+}
+
+func TestRestoreRejectsCorruptSnapshots(t *testing.T) {
+	a := newApplier()
+	a.apply(t, acquire("k", "a", 1000))
+	a.apply(t, acquire("j", "a", 1000))
+	a.apply(t, release("j", "a"))
+	good := a.t.MarshalSnapshot()
+	for i := 0; i < len(good); i++ {
+		bad := append([]byte(nil), good[:i]...)
+		err := New().Restore(io.NopCloser(bytes.NewReader(bad)))
+		require.ErrorIs(t, err, ErrBadSnapshot, "truncated at %d", i)
+	}
+	err := New().Restore(io.NopCloser(bytes.NewReader(append(good, 0))))
+	assert.ErrorIs(t, err, ErrBadSnapshot)
+}
+
+func TestPersistCancelsOnWriteError(t *testing.T) {
+	a := newApplier()
+	a.apply(t, acquire("k", "a", 1000))
+	snap, err := a.t.Snapshot()
+	require.NoError(t, err)
+	sink := &failingSink{}
+	require.Error(t, snap.Persist(sink))
+	assert.True(t, sink.cancelled)
+}
+
+type failingSink struct{ memSink }
+
+func (s *failingSink) Write([]byte) (int, error) { return 0, fmt.Errorf("disk full") }
+
+var _ raft.SnapshotSink = (*failingSink)(nil)

@@ -1,0 +1,213 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/hashicorp/raft"
+)
+
+// snapshotMagic starts every snapshot; the byte after it is the version.
+var snapshotMagic = []byte("FNCS")
+
+const snapshotVersion byte = 1
+
+// ErrBadSnapshot means a snapshot could not be read.
+var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
+
+// keyedLease is a lease with its key, for snapshots.
+type keyedLease struct {
+	key string
+	Lease
+}
+
+// rememberedRelease is a live release memory, for snapshots.
+type rememberedRelease struct {
+	key string
+	released
+}
+
+// tableSnapshot is a point-in-time copy of the table. It implements
+// raft.FSMSnapshot; the ordering and encoding happen in Persist, off the FSM
+// goroutine.
+type tableSnapshot struct {
+	floor, lastIndex, maxToken uint64
+	locks                      []keyedLease
+	mem                        []rememberedRelease // in the order remembered
+}
+
+// Snapshot copies the table. It is cheap relative to Persist: no sorting, no
+// encoding.
+func (t *Table) Snapshot() (raft.FSMSnapshot, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.snapshot(), nil
+}
+
+func (t *Table) snapshot() *tableSnapshot {
+	s := &tableSnapshot{
+		floor:     t.floor,
+		lastIndex: t.lastIndex,
+		maxToken:  t.maxToken,
+		locks:     make([]keyedLease, 0, len(t.locks)),
+		mem:       make([]rememberedRelease, 0, len(t.mem)),
+	}
+	for k, l := range t.locks {
+		s.locks = append(s.locks, keyedLease{key: k, Lease: *l})
+	}
+	for _, ref := range t.memQueue {
+		if m, ok := t.mem[ref.key]; ok && m.pos == ref.pos {
+			s.mem = append(s.mem, rememberedRelease{key: ref.key, released: m})
+		}
+	}
+	return s
+}
+
+// Persist writes the snapshot to sink and closes it, or cancels it on error.
+func (s *tableSnapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriterSize(sink, 256<<10)
+	if err := s.writeTo(w); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release is a no-op: the snapshot holds no resources.
+func (s *tableSnapshot) Release() {}
+
+// writeTo encodes the snapshot: magic, version, floor, last index, max token,
+// the leases sorted by key, then the remembered releases in the order they
+// were remembered. The same table always gives the same bytes.
+func (s *tableSnapshot) writeTo(w io.Writer) error {
+	sort.Slice(s.locks, func(i, j int) bool { return s.locks[i].key < s.locks[j].key })
+	buf := make([]byte, 0, 64<<10)
+	buf = append(buf, snapshotMagic...)
+	buf = append(buf, snapshotVersion)
+	buf = binary.AppendUvarint(buf, s.floor)
+	buf = binary.AppendUvarint(buf, s.lastIndex)
+	buf = binary.AppendUvarint(buf, s.maxToken)
+	buf = binary.AppendUvarint(buf, uint64(len(s.locks)))
+	flush := func() error {
+		if len(buf) < 48<<10 {
+			return nil
+		}
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
+	}
+	for _, l := range s.locks {
+		buf = appendString(buf, l.key)
+		buf = appendString(buf, l.Owner)
+		buf = binary.AppendUvarint(buf, l.Token)
+		buf = binary.AppendUvarint(buf, l.TTL)
+		buf = binary.AppendUvarint(buf, l.Version)
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(s.mem)))
+	for _, m := range s.mem {
+		buf = appendString(buf, m.key)
+		buf = appendString(buf, m.owner)
+		buf = binary.AppendUvarint(buf, m.token)
+		buf = binary.AppendUvarint(buf, m.pos)
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	_, err := w.Write(buf)
+	return err
+}
+
+// Restore replaces the whole table with the snapshot read from rc.
+func (t *Table) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("fsm: reading snapshot: %w", err)
+	}
+	n, err := decodeSnapshot(data, t.memWindow, t.memMax)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.locks, t.mem, t.memQueue = n.locks, n.mem, n.memQueue
+	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
+	return nil
+}
+
+// MarshalSnapshot returns the table's snapshot bytes, the same bytes Persist
+// writes. Two tables that applied the same log return equal bytes.
+func (t *Table) MarshalSnapshot() []byte {
+	var b bytes.Buffer
+	_ = t.snapshotLocked().writeTo(&b)
+	return b.Bytes()
+}
+
+func (t *Table) snapshotLocked() *tableSnapshot {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.snapshot()
+}
+
+func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
+	if !bytes.HasPrefix(data, snapshotMagic) {
+		return nil, fmt.Errorf("%w: bad magic", ErrBadSnapshot)
+	}
+	d := decoder{b: data[len(snapshotMagic):]}
+	if v := d.byte(); d.err == nil && v != snapshotVersion {
+		return nil, fmt.Errorf("%w: unknown version %d", ErrBadSnapshot, v)
+	}
+	t := New()
+	t.memWindow, t.memMax = memWindow, memMax
+	t.floor = d.uvarint()
+	t.lastIndex = d.uvarint()
+	t.maxToken = d.uvarint()
+	nLocks := d.uvarint()
+	if d.err == nil && nLocks > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%w: %d leases in %d bytes", ErrBadSnapshot, nLocks, len(d.b))
+	}
+	for i := uint64(0); i < nLocks && d.err == nil; i++ {
+		key := d.string()
+		l := &Lease{Owner: d.string(), Token: d.uvarint(), TTL: d.uvarint(), Version: d.uvarint()}
+		if d.err == nil {
+			if _, dup := t.locks[key]; dup || key == "" || l.Owner == "" || l.Token > t.maxToken {
+				return nil, fmt.Errorf("%w: bad lease for key %q", ErrBadSnapshot, key)
+			}
+			t.locks[key] = l
+		}
+	}
+	nMem := d.uvarint()
+	if d.err == nil && nMem > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%w: %d releases in %d bytes", ErrBadSnapshot, nMem, len(d.b))
+	}
+	for i := uint64(0); i < nMem && d.err == nil; i++ {
+		key := d.string()
+		m := released{owner: d.string(), token: d.uvarint(), pos: d.uvarint()}
+		if d.err == nil {
+			if _, dup := t.mem[key]; dup || key == "" {
+				return nil, fmt.Errorf("%w: bad release memory for key %q", ErrBadSnapshot, key)
+			}
+			t.mem[key] = m
+			t.memQueue = append(t.memQueue, memRef{key: key, pos: m.pos})
+		}
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, d.err)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrBadSnapshot, len(d.b))
+	}
+	return t, nil
+}

@@ -1,0 +1,341 @@
+package fsm
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// Release memory bounds. They are constants, not options, because every node
+// must forget at the same log position.
+const (
+	// ReleaseMemoryWindow is how many log positions a release is remembered.
+	ReleaseMemoryWindow = 1 << 20
+	// ReleaseMemoryMax is how many releases are remembered at most; past it
+	// the oldest is forgotten first.
+	ReleaseMemoryMax = 1 << 17
+)
+
+// Lease is the current grant of a key.
+type Lease struct {
+	Owner   string
+	Token   uint64
+	TTL     uint64 // milliseconds
+	Version uint64 // position of the entry that last granted or extended it
+}
+
+// Ref names the lease for an expire or revoke.
+func (l Lease) Ref() LeaseRef { return LeaseRef{Token: l.Token, Version: l.Version} }
+
+// Code is the business outcome of a command. Outcomes are values, not errors:
+// "held by another owner" is a normal answer.
+type Code uint8
+
+// Outcomes.
+const (
+	// Granted: an acquire took a free key; Lease is the new grant.
+	Granted Code = iota + 1
+	// Renewed: an acquire by the holder; same token, lease renewed.
+	Renewed
+	// Held: an acquire found the key held by another owner.
+	Held
+	// Refused: an acquire by an owner whose release of the key is remembered.
+	Refused
+	// Extended: the holder's lease was renewed.
+	Extended
+	// NotHolder: an extend or release by an owner that does not hold the key.
+	NotHolder
+	// Released: the holder released the key.
+	Released
+	// AlreadyReleased: the owner's release of the key is remembered.
+	AlreadyReleased
+	// Expired: the named lease was freed.
+	Expired
+	// Revoked: the key was freed administratively.
+	Revoked
+	// Stale: the named lease is not the current one; nothing changed.
+	Stale
+)
+
+var codeNames = [...]string{Granted: "granted", Renewed: "renewed", Held: "held",
+	Refused: "refused", Extended: "extended", NotHolder: "not-holder",
+	Released: "released", AlreadyReleased: "already-released", Expired: "expired",
+	Revoked: "revoked", Stale: "stale"}
+
+// String names the outcome.
+func (c Code) String() string {
+	if int(c) < len(codeNames) && codeNames[c] != "" {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("code(%d)", uint8(c))
+}
+
+// WaiterOutcome says what became of an entry's attached waiter.
+type WaiterOutcome uint8
+
+// Waiter outcomes.
+const (
+	// WaiterNone: no waiter, or the key was not free after the command.
+	WaiterNone WaiterOutcome = iota
+	// WaiterGranted: the waiter now holds the key; Result.Lease is its grant.
+	WaiterGranted
+	// WaiterRefused: the key was free but the waiter's release of it is
+	// remembered, so it was not granted.
+	WaiterRefused
+)
+
+// Result is what Apply returns for every entry.
+type Result struct {
+	Position uint64  // floor + index of the entry
+	Cmd      Command // the decoded command
+	Code     Code
+	// Lease is the key's lease after the entry; Token is zero if it is free.
+	Lease Lease
+	// Freed is the lease this entry ended, if any.
+	Freed *Lease
+	// Waiter is what became of Cmd.Waiter.
+	Waiter WaiterOutcome
+}
+
+// released is a remembered release.
+type released struct {
+	owner string
+	token uint64
+	pos   uint64
+}
+
+// memRef is a release in the order it was remembered; it is stale once the
+// key was released again.
+type memRef struct {
+	key string
+	pos uint64
+}
+
+// Table is the lock table. It implements raft.FSM. Apply runs on Raft's FSM
+// goroutine; the read methods may be called from any goroutine.
+type Table struct {
+	mu        sync.RWMutex
+	locks     map[string]*Lease
+	mem       map[string]released
+	memQueue  []memRef
+	floor     uint64 // added to every index
+	lastIndex uint64 // last applied Raft index
+	maxToken  uint64 // largest token ever granted
+
+	memWindow uint64
+	memMax    int
+}
+
+// New returns an empty table.
+func New() *Table {
+	return &Table{
+		locks:     make(map[string]*Lease),
+		mem:       make(map[string]released),
+		memWindow: ReleaseMemoryWindow,
+		memMax:    ReleaseMemoryMax,
+	}
+}
+
+// Apply applies a committed entry and returns its *Result. Log entries that
+// are not commands are answered with nil.
+func (t *Table) Apply(l *raft.Log) interface{} {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	c, err := Decode(l.Data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.apply(l.Index, c)
+}
+
+// ApplyCommand applies an already decoded command at index. It is Apply
+// without the decoding, for callers that batch.
+func (t *Table) ApplyCommand(index uint64, c Command) *Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.apply(index, c)
+}
+
+func (t *Table) apply(index uint64, c Command) *Result {
+	if index <= t.lastIndex {
+		panic(fmt.Sprintf("fsm: entry index %d not after last applied %d", index, t.lastIndex))
+	}
+	t.lastIndex = index
+	pos := t.floor + index
+	r := &Result{Position: pos, Cmd: c}
+	cur := t.locks[c.Key]
+
+	// An acquire or extend may first end a lease that the leader saw run out.
+	if c.Lease != nil && (c.Op == OpAcquire || c.Op == OpExtend) && cur != nil && cur.Ref() == *c.Lease {
+		r.Freed = t.free(c.Key, cur)
+		cur = nil
+	}
+
+	switch c.Op {
+	case OpAcquire:
+		switch {
+		case cur == nil && t.remembered(c.Key, c.Owner):
+			r.Code = Refused
+		case cur == nil:
+			t.grant(c.Key, c.Owner, c.TTL, pos)
+			r.Code = Granted
+		case cur.Owner == c.Owner:
+			cur.TTL, cur.Version = c.TTL, pos
+			r.Code = Renewed
+		default:
+			r.Code = Held
+		}
+	case OpExtend:
+		if cur != nil && cur.Owner == c.Owner {
+			cur.TTL, cur.Version = c.TTL, pos
+			r.Code = Extended
+		} else {
+			r.Code = NotHolder
+		}
+	case OpRelease:
+		switch {
+		case cur != nil && cur.Owner == c.Owner:
+			r.Freed = t.free(c.Key, cur)
+			t.remember(c.Key, cur.Owner, cur.Token, pos)
+			r.Code = Released
+		case t.remembered(c.Key, c.Owner):
+			r.Code = AlreadyReleased
+		default:
+			r.Code = NotHolder
+		}
+	case OpExpire:
+		if cur != nil && cur.Ref() == *c.Lease {
+			r.Freed = t.free(c.Key, cur)
+			r.Code = Expired
+		} else {
+			r.Code = Stale
+		}
+	case OpRevoke:
+		if cur != nil && (c.Owner == "" || cur.Owner == c.Owner) &&
+			(c.Lease == nil || c.Lease.Token == 0 || c.Lease.Token == cur.Token) {
+			r.Freed = t.free(c.Key, cur)
+			r.Code = Revoked
+		} else {
+			r.Code = Stale
+		}
+	}
+
+	if w := c.Waiter; w != nil && t.locks[c.Key] == nil {
+		if t.remembered(c.Key, w.Owner) {
+			r.Waiter = WaiterRefused
+		} else {
+			t.grant(c.Key, w.Owner, w.TTL, pos)
+			r.Waiter = WaiterGranted
+		}
+	}
+	if l := t.locks[c.Key]; l != nil {
+		r.Lease = *l
+	}
+	t.forget(pos)
+	return r
+}
+
+func (t *Table) grant(key, owner string, ttl, pos uint64) {
+	if pos <= t.maxToken {
+		panic(fmt.Sprintf("fsm: token %d would not exceed the largest issued %d", pos, t.maxToken))
+	}
+	t.maxToken = pos
+	t.locks[key] = &Lease{Owner: owner, Token: pos, TTL: ttl, Version: pos}
+}
+
+func (t *Table) free(key string, l *Lease) *Lease {
+	delete(t.locks, key)
+	return l
+}
+
+func (t *Table) remembered(key, owner string) bool {
+	m, ok := t.mem[key]
+	return ok && m.owner == owner
+}
+
+func (t *Table) remember(key, owner string, token, pos uint64) {
+	t.mem[key] = released{owner: owner, token: token, pos: pos}
+	t.memQueue = append(t.memQueue, memRef{key: key, pos: pos})
+}
+
+// forget drops remembered releases that are older than the window or over
+// the count, oldest first. Its effect depends only on the live memory, never
+// on stale queue entries, so a table restored from a snapshot (which holds no
+// stale entries) forgets exactly as the original does.
+func (t *Table) forget(pos uint64) {
+	for len(t.memQueue) > 0 {
+		ref := t.memQueue[0]
+		m, ok := t.mem[ref.key]
+		switch {
+		case !ok || m.pos != ref.pos:
+			// stale: the key was released again later
+		case len(t.mem) > t.memMax || ref.pos+t.memWindow <= pos:
+			delete(t.mem, ref.key)
+		default:
+			t.compactMemQueue()
+			return
+		}
+		t.memQueue[0] = memRef{}
+		t.memQueue = t.memQueue[1:]
+	}
+}
+
+// compactMemQueue drops stale entries once they dominate the queue.
+func (t *Table) compactMemQueue() {
+	if len(t.memQueue) < 1024 || len(t.memQueue) < 2*len(t.mem) {
+		return
+	}
+	live := make([]memRef, 0, len(t.mem))
+	for _, ref := range t.memQueue {
+		if m, ok := t.mem[ref.key]; ok && m.pos == ref.pos {
+			live = append(live, ref)
+		}
+	}
+	t.memQueue = live
+}
+
+// Get returns the lease on key, if it is held.
+func (t *Table) Get(key string) (Lease, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l, ok := t.locks[key]
+	if !ok {
+		return Lease{}, false
+	}
+	return *l, true
+}
+
+// Range calls fn for every held lease, in no particular order, while holding
+// the table's read lock: fn must not call back into the table.
+func (t *Table) Range(fn func(key string, l Lease)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for k, l := range t.locks {
+		fn(k, *l)
+	}
+}
+
+// Len returns the number of held leases.
+func (t *Table) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.locks)
+}
+
+// MaxToken returns the largest token ever granted (or the floor, if larger).
+func (t *Table) MaxToken() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return max(t.maxToken, t.floor)
+}
+
+// LastIndex returns the Raft index of the last applied entry.
+func (t *Table) LastIndex() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.lastIndex
+}
