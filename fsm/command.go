@@ -24,6 +24,9 @@ const (
 	// OpRevoke frees Key administratively. With Owner and Token set it frees
 	// only that grant. A revoke is not remembered as a release.
 	OpRevoke Op = 5
+	// OpGrant does nothing itself: it hands Key, if free, to its Waiter. The
+	// leader sends it when a key is free while waiters queue for it.
+	OpGrant Op = 6
 )
 
 // String names the operation.
@@ -39,6 +42,8 @@ func (o Op) String() string {
 		return "expire"
 	case OpRevoke:
 		return "revoke"
+	case OpGrant:
+		return "grant"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -185,6 +190,10 @@ func (c *Command) validate() error {
 			return fmt.Errorf("%w: expire without lease", ErrBadEntry)
 		}
 	case OpRevoke:
+	case OpGrant:
+		if c.Waiter == nil {
+			return fmt.Errorf("%w: grant without waiter", ErrBadEntry)
+		}
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadEntry, uint8(c.Op))
 	}

@@ -15,6 +15,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Op: OpRelease, Key: "k", Owner: "o", Waiter: &Waiter{Owner: "w", TTL: 300}},
 		{Op: OpExpire, Key: "k", Lease: &LeaseRef{Token: 1 << 62, Version: 1 << 63}, Waiter: &Waiter{Owner: "w", TTL: 1}},
 		{Op: OpRevoke, Key: "k"},
+		{Op: OpGrant, Key: "k", Waiter: &Waiter{Owner: "w", TTL: 2}},
 	}
 	for _, c := range cmds {
 		t.Run(c.Op.String(), func(t *testing.T) {
@@ -40,6 +41,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown flag", []byte{1, 1, 4, 1, 'k', 1, 'o', 1}, ErrBadEntry},
 		{"empty key", acquire("", "o", 1).Encode(nil), ErrBadEntry},
 		{"acquire without owner", acquire("k", "", 1).Encode(nil), ErrBadEntry},
+		{"grant without waiter", (&Command{Op: OpGrant, Key: "k"}).Encode(nil), ErrBadEntry},
 		{"expire without lease", (&Command{Op: OpExpire, Key: "k"}).Encode(nil), ErrBadEntry},
 		{"huge string", []byte{1, 1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, ErrBadEntry},
 		{"varint overflow", []byte{1, 1, 0, 1, 'k', 1, 'o', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, ErrBadEntry},

@@ -21,7 +21,7 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 	cmds := make([]Command, 0, n)
 	for i := 0; i < n; i++ {
 		c := Command{Key: keys[rng.Intn(len(keys))], Owner: owners[rng.Intn(len(owners))], TTL: uint64(rng.Intn(5000) + 100)}
-		switch rng.Intn(6) {
+		switch rng.Intn(7) {
 		case 0, 1:
 			c.Op = OpAcquire
 		case 2:
@@ -37,8 +37,12 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 			if rng.Intn(2) == 0 {
 				c.Owner = ""
 			}
+		case 6:
+			c.Op = OpGrant
+			c.Owner = ""
+			c.Waiter = &Waiter{Owner: owners[rng.Intn(len(owners))], TTL: 1000}
 		}
-		if rng.Intn(4) == 0 {
+		if c.Waiter == nil && rng.Intn(4) == 0 {
 			c.Waiter = &Waiter{Owner: owners[rng.Intn(len(owners))], TTL: 1000}
 		}
 		cmds = append(cmds, c)

@@ -232,6 +232,16 @@ func (t *Table) apply(index uint64, c Command) *Result {
 			r.Waiter = WaiterGranted
 		}
 	}
+	if c.Op == OpGrant {
+		switch r.Waiter {
+		case WaiterGranted:
+			r.Code = Granted
+		case WaiterRefused:
+			r.Code = Refused
+		default:
+			r.Code = Held
+		}
+	}
 	if l := t.locks[c.Key]; l != nil {
 		r.Lease = *l
 	}

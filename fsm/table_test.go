@@ -120,6 +120,10 @@ func TestCommands(t *testing.T) {
 			{release("k", "w"), Released, 0, 0},
 			{Command{Op: OpRevoke, Key: "k", Waiter: &Waiter{Owner: "w", TTL: 500}}, Stale, 0, WaiterRefused},
 		}},
+		{"grant hands a free key to the waiter", []step{
+			{Command{Op: OpGrant, Key: "k", Waiter: &Waiter{Owner: "w", TTL: 500}}, Granted, 1, WaiterGranted},
+			{Command{Op: OpGrant, Key: "k", Waiter: &Waiter{Owner: "v", TTL: 500}}, Held, 1, WaiterNone},
+		}},
 		{"acquire may first end a lease the leader saw run out", []step{
 			{acquire("k", "a", 1000), Granted, 1, 0},
 			{Command{Op: OpAcquire, Key: "k", Owner: "b", TTL: 1000, Lease: &LeaseRef{1, 1}}, Granted, 2, 0},

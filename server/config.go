@@ -1,0 +1,119 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures a Node. Start from DefaultConfig and change what you need;
+// Validate names the field that is wrong.
+type Config struct {
+	// ID is the node's Raft server ID. Empty means: the ID saved in DataDir,
+	// or a new random one saved there on first start.
+	ID string
+	// DataDir holds the Raft log, stable store, snapshots and the node ID.
+	DataDir string
+	// RaftAddr is the address the Raft transport listens on.
+	RaftAddr string
+	// RaftAdvertise is the address other nodes dial; empty means RaftAddr.
+	// It must not be an unspecified address such as 0.0.0.0.
+	RaftAdvertise string
+	// ClientAddr is the RESP address clients use for this node, reported by
+	// FENCE.LEADER. It is informational; the node does not listen on it.
+	ClientAddr string
+
+	// MinTTL and MaxTTL bound the lease TTLs a client may ask for. The
+	// defaults are 100ms and 24h.
+	MinTTL, MaxTTL time.Duration
+	// MaxWait bounds how long an acquire may queue for a lock. The default
+	// is 1h.
+	MaxWait time.Duration
+	// MaxKeyLen and MaxOwnerLen bound lock names and owner values in bytes.
+	// The defaults are 1024 each.
+	MaxKeyLen, MaxOwnerLen int
+
+	// SnapshotThreshold is how many log entries are written between
+	// snapshots; SnapshotInterval is how often Raft checks. The defaults are
+	// Raft's: 8192 and 120s.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	// SnapshotRetain is how many snapshots are kept on disk. The default is 2.
+	SnapshotRetain int
+
+	// Logger receives the node's structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// RaftLogLevel is the level of Raft's own log lines (hclog names:
+	// "trace", "debug", "info", "warn", "error", "off"). The default is "warn".
+	RaftLogLevel string
+}
+
+// DefaultConfig returns the configuration fencerd uses without flags.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:           "fencer-data",
+		RaftAddr:          "127.0.0.1:7380",
+		ClientAddr:        "127.0.0.1:7379",
+		MinTTL:            100 * time.Millisecond,
+		MaxTTL:            24 * time.Hour,
+		MaxWait:           time.Hour,
+		MaxKeyLen:         1024,
+		MaxOwnerLen:       1024,
+		SnapshotThreshold: 8192,
+		SnapshotInterval:  120 * time.Second,
+		SnapshotRetain:    2,
+		RaftLogLevel:      "warn",
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("server: config %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.DataDir == "" {
+		bad("DataDir", "must be set")
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+		bad("RaftAddr", "%v", err)
+	}
+	adv := c.RaftAdvertise
+	if adv == "" {
+		adv = c.RaftAddr
+	}
+	if host, _, err := net.SplitHostPort(adv); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			bad("RaftAdvertise", "%q is not an address other nodes can dial; set RaftAdvertise", adv)
+		}
+	} else if c.RaftAdvertise != "" {
+		bad("RaftAdvertise", "%v", err)
+	}
+	if c.MinTTL <= 0 {
+		bad("MinTTL", "must be positive, got %v", c.MinTTL)
+	}
+	if c.MaxTTL < c.MinTTL {
+		bad("MaxTTL", "%v is below MinTTL %v", c.MaxTTL, c.MinTTL)
+	}
+	if c.MaxWait <= 0 {
+		bad("MaxWait", "must be positive, got %v", c.MaxWait)
+	}
+	if c.MaxKeyLen <= 0 || c.MaxKeyLen > 64<<10 {
+		bad("MaxKeyLen", "must be in 1..65536, got %d", c.MaxKeyLen)
+	}
+	if c.MaxOwnerLen <= 0 || c.MaxOwnerLen > 64<<10 {
+		bad("MaxOwnerLen", "must be in 1..65536, got %d", c.MaxOwnerLen)
+	}
+	if c.SnapshotThreshold == 0 {
+		bad("SnapshotThreshold", "must be positive")
+	}
+	if c.SnapshotInterval <= 0 {
+		bad("SnapshotInterval", "must be positive")
+	}
+	if c.SnapshotRetain < 1 {
+		bad("SnapshotRetain", "must be at least 1, got %d", c.SnapshotRetain)
+	}
+	return errors.Join(errs...)
+}

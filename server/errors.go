@@ -1,0 +1,47 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by Node. Business outcomes (a lock held by another owner,
+// an extend by a non-holder) are not errors: they are results.
+var (
+	// ErrInvalidArgument means the request itself is wrong: an empty or
+	// oversized key or owner, a TTL or wait out of range. Nothing was
+	// proposed.
+	ErrInvalidArgument = errors.New("server: invalid argument")
+	// ErrNoLeader means no leader is known; nothing was proposed. Retry later.
+	ErrNoLeader = errors.New("server: no leader")
+	// ErrNotLeader means this node is not the leader; nothing was proposed.
+	// The error is a *NotLeaderError naming the leader if one is known.
+	ErrNotLeader = errors.New("server: not the leader")
+	// ErrUnknownOutcome means the command may or may not have been
+	// committed: leadership was lost after it was proposed, or the caller's
+	// deadline passed while it was in flight. It is never a "no". Repeating
+	// a native acquire, extend or release with the same owner is safe.
+	ErrUnknownOutcome = errors.New("server: outcome unknown")
+	// ErrShutdown means the node is shutting down; nothing was proposed.
+	ErrShutdown = errors.New("server: shutting down")
+)
+
+// NotLeaderError is returned when a command reaches a node that is not the
+// leader. Leader is the leader's Raft ID, empty if none is known.
+type NotLeaderError struct {
+	Leader string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return "server: not the leader; no leader known"
+	}
+	return fmt.Sprintf("server: not the leader; leader is %s", e.Leader)
+}
+
+// Unwrap makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}

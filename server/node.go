@@ -1,0 +1,495 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// nodeIDFile holds the generated node ID inside the data directory.
+const nodeIDFile = "node-id"
+
+// Node is one fencer server: it owns a Raft instance, its stores and
+// transport, the lock table, the leader's lease timers and wait queues.
+type Node struct {
+	cfg    Config
+	id     string
+	log    *slog.Logger
+	raft   *raft.Raft
+	table  *fsm.Table
+	trans  *raft.NetworkTransport
+	store  *raftboltdb.BoltStore
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+
+	// mu guards everything below. Lock order: mu, then the table's own lock.
+	mu      sync.Mutex
+	ready   bool          // leader that has applied its whole log and restarted leases
+	changed chan struct{} // closed and replaced when leadership or readiness changes
+	closed  bool
+	leases  *lessor
+	waits   *waitQueues
+	live    map[ownerKey]int // acquires in progress per (key, owner)
+	// undelivered holds grants made to waiters that had gone, while the
+	// same owner still had an acquire in progress that might return them.
+	undelivered map[ownerKey]uint64
+	granting    map[string]bool // keys with an OpGrant in flight
+	armed       time.Time       // when the expiry loop will next wake
+	wake        chan struct{}
+}
+
+type ownerKey struct{ key, owner string }
+
+// Open starts a node from cfg. If cfg.DataDir holds no Raft state, it
+// bootstraps a one-node cluster; otherwise it restarts from that state.
+func Open(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	id, err := nodeID(cfg.DataDir, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:      cfg,
+		id:       id,
+		log:      logger.With("node", id),
+		table:    fsm.New(),
+		stopCh:   make(chan struct{}),
+		changed:  make(chan struct{}),
+		leases:   newLessor(),
+		waits:    newWaitQueues(),
+		live:     make(map[ownerKey]int),
+		granting: make(map[string]bool),
+		wake:     make(chan struct{}, 1),
+	}
+	if err := n.startRaft(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	n.wg.Add(2)
+	go n.watchLeadership()
+	go n.expireLoop()
+	return n, nil
+}
+
+// nodeID returns the ID saved in dir, saving want (or a new random ID) the
+// first time. A configured ID that differs from the saved one is an error:
+// the Raft state on disk belongs to the saved ID.
+func nodeID(dir, want string) (string, error) {
+	path := filepath.Join(dir, nodeIDFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		saved := strings.TrimSpace(string(b))
+		if want != "" && want != saved {
+			return "", fmt.Errorf("server: config ID %q differs from %q saved in %s", want, saved, path)
+		}
+		return saved, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("server: reading node id: %w", err)
+	}
+	id := want
+	if id == "" {
+		var r [8]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return "", err
+		}
+		id = "node-" + hex.EncodeToString(r[:])
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("server: saving node id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("server: saving node id: %w", err)
+	}
+	return id, nil
+}
+
+func (n *Node) startRaft() error {
+	cfg := n.cfg
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.id)
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.Logger = hclog.New(&hclog.LoggerOptions{
+		Name:   "raft",
+		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
+		Output: os.Stderr,
+	})
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("server: opening raft store: %w", err)
+	}
+	n.store = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, rc.Logger.Named("snapshot"))
+	if err != nil {
+		return fmt.Errorf("server: opening snapshot store: %w", err)
+	}
+	// Without RaftAdvertise the listener's own address is advertised, so
+	// port 0 works (tests).
+	var advAddr net.Addr
+	if cfg.RaftAdvertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+		if err != nil {
+			return fmt.Errorf("server: raft advertise address: %w", err)
+		}
+		advAddr = a
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, rc.Logger.Named("transport"))
+	if err != nil {
+		return fmt.Errorf("server: raft transport: %w", err)
+	}
+	n.trans = trans
+
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fmt.Errorf("server: reading raft state: %w", err)
+	}
+	if !existing {
+		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
+			return fmt.Errorf("server: bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped a new one-node cluster", "data_dir", cfg.DataDir)
+	}
+	r, err := raft.NewRaft(rc, (*stateMachine)(n), logs, store, snaps, trans)
+	if err != nil {
+		_ = trans.Close()
+		return fmt.Errorf("server: starting raft: %w", err)
+	}
+	n.raft = r
+	return nil
+}
+
+// ID returns the node's Raft server ID.
+func (n *Node) ID() string { return n.id }
+
+// Leader returns the leader's ID and client address, as far as this node
+// knows. Both are empty when no leader is known. A leader other than this
+// node is reported with an empty client address until the cluster's client
+// addresses are known.
+func (n *Node) Leader() (id, clientAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	if string(lid) == n.id {
+		return n.id, n.cfg.ClientAddr
+	}
+	return string(lid), ""
+}
+
+// Close stops the node: it answers every waiter, shuts Raft down and closes
+// its stores. It is safe to call more than once.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.ready = false
+	n.waits.failAll(ErrShutdown)
+	n.signalChangedLocked()
+	n.mu.Unlock()
+	close(n.stopCh)
+	err := n.raft.Shutdown().Error()
+	n.wg.Wait()
+	n.closeStores()
+	return err
+}
+
+func (n *Node) closeStores() {
+	if n.trans != nil {
+		_ = n.trans.Close()
+	}
+	if n.store != nil {
+		_ = n.store.Close()
+	}
+}
+
+// signalChangedLocked wakes everyone waiting for a leadership change.
+func (n *Node) signalChangedLocked() {
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// watchLeadership makes the node ready when it becomes leader: it first
+// applies its whole log (Barrier), then restarts every lease at its full TTL.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case isLeader := <-n.raft.LeaderCh():
+			if !isLeader {
+				n.mu.Lock()
+				n.ready = false
+				// A waiter's grant may have been proposed in an entry whose
+				// fate is now unknown.
+				n.waits.failAll(ErrUnknownOutcome)
+				n.signalChangedLocked()
+				n.mu.Unlock()
+				n.log.Info("lost leadership")
+				continue
+			}
+			// Barrier with no timeout: it returns once every earlier entry
+			// is applied, or with an error if leadership is lost.
+			if err := n.raft.Barrier(0).Error(); err != nil {
+				n.log.Warn("barrier after election failed", "err", err)
+				continue
+			}
+			n.mu.Lock()
+			if n.raft.State() == raft.Leader && !n.closed {
+				n.leases.restartAll(n.table, time.Now())
+				n.ready = true
+				n.signalChangedLocked()
+				n.log.Info("leader ready", "locks", n.table.Len(), "last_index", n.table.LastIndex())
+			}
+			n.mu.Unlock()
+			n.kick()
+		}
+	}
+}
+
+// kick wakes the expiry loop.
+func (n *Node) kick() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// expireLoop proposes an Expire for every lease whose deadline passed, while
+// this node is a ready leader.
+func (n *Node) expireLoop() {
+	defer n.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		n.mu.Lock()
+		now := time.Now()
+		var due []fsm.Command
+		if n.ready {
+			for _, d := range n.leases.due(now) {
+				c := fsm.Command{Op: fsm.OpExpire, Key: d.key, Lease: &fsm.LeaseRef{Token: d.ref.Token, Version: d.ref.Version}}
+				c.Waiter = n.headWaiterLocked(d.key)
+				due = append(due, c)
+			}
+		}
+		wait := time.Hour
+		if next, ok := n.leases.next(); ok && n.ready {
+			wait = max(next.Sub(now), 0)
+		}
+		n.armed = now.Add(wait)
+		n.mu.Unlock()
+
+		if len(due) > 0 {
+			go n.proposeExpires(due)
+		}
+		timer.Reset(wait)
+		select {
+		case <-n.stopCh:
+			return
+		case <-timer.C:
+		case <-n.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// proposeExpires commits Expire entries; one that fails is retried while the
+// node is still a ready leader.
+func (n *Node) proposeExpires(cmds []fsm.Command) {
+	futures := make([]raft.ApplyFuture, len(cmds))
+	for i, c := range cmds {
+		futures[i] = n.raft.Apply(c.Encode(nil), 0)
+	}
+	retry := false
+	for i, f := range futures {
+		if err := f.Error(); err != nil {
+			n.mu.Lock()
+			n.leases.retry(cmds[i].Key, *cmds[i].Lease, time.Now())
+			n.mu.Unlock()
+			retry = true
+			n.log.Debug("expire not committed", "key", cmds[i].Key, "err", err)
+		}
+	}
+	if retry {
+		select {
+		case <-n.stopCh:
+		case <-time.After(50 * time.Millisecond):
+			n.kick()
+		}
+	}
+}
+
+// stateMachine is the raft.FSM: the table, plus what the node does when an
+// entry is applied (lease timers, waiters).
+type stateMachine Node
+
+func (m *stateMachine) Apply(l *raft.Log) interface{} {
+	n := (*Node)(m)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	res := n.table.Apply(l)
+	if r, ok := res.(*fsm.Result); ok {
+		n.appliedLocked(r)
+	}
+	return res
+}
+
+func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) { return m.table.Snapshot() }
+
+func (m *stateMachine) Restore(rc io.ReadCloser) error {
+	n := (*Node)(m)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.table.Restore(rc); err != nil {
+		return err
+	}
+	// Whatever was timed before is void: every lease starts its full TTL.
+	n.leases.restartAll(n.table, time.Now())
+	n.kick()
+	return nil
+}
+
+// appliedLocked updates lease timers and waiters after an entry.
+func (n *Node) appliedLocked(r *fsm.Result) {
+	key := r.Cmd.Key
+	if r.Freed != nil {
+		n.leases.drop(key, r.Freed.Token)
+	}
+	switch {
+	case r.Waiter == fsm.WaiterGranted,
+		r.Code == fsm.Granted, r.Code == fsm.Renewed, r.Code == fsm.Extended:
+		n.leases.set(key, r.Lease, time.Now())
+		if tl := n.leases.leases[key]; n.ready && tl.deadline.Before(n.armed) {
+			n.kick()
+		}
+	}
+	if r.Cmd.Waiter != nil {
+		delete(n.granting, key)
+		owner := r.Cmd.Waiter.Owner
+		switch r.Waiter {
+		case fsm.WaiterGranted:
+			if w := n.waits.take(key, owner); w != nil {
+				w.answer(waitOutcome{granted: true, grant: Grant{Token: r.Lease.Token, TTL: time.Duration(r.Lease.TTL) * time.Millisecond}})
+			} else {
+				n.abandonedLocked(key, owner, r.Lease.Token)
+			}
+		case fsm.WaiterRefused:
+			if w := n.waits.take(key, owner); w != nil {
+				w.answer(waitOutcome{})
+			}
+		}
+	}
+	if r.Lease.Token == 0 && n.ready && !n.granting[key] {
+		if w := n.waits.head(key); w != nil {
+			// The key is free but someone waits: the entry that freed it was
+			// proposed before the waiter queued. Hand it over now.
+			n.granting[key] = true
+			n.proposeAsync(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: &fsm.Waiter{Owner: w.owner, TTL: w.ttl}})
+		}
+	}
+}
+
+// abandonedLocked handles a grant made to a waiter that has gone (its wait
+// ended or its connection closed while the grant was in flight). If the owner
+// has an acquire in progress, that request returns the same grant (the table
+// renews a holder's acquire with its token); otherwise the grant is revoked by
+// owner and token only, so nothing else is touched.
+func (n *Node) abandonedLocked(key, owner string, token uint64) {
+	ok := ownerKey{key, owner}
+	if n.live[ok] > 0 {
+		n.undeliveredLocked(ok, token)
+		return
+	}
+	n.revokeUndeliveredLocked(ok, token)
+}
+
+// proposeAsync proposes c without waiting for it; it is used from the apply
+// path, which must never block on Raft.
+// Even enqueueing happens on its own goroutine: the FSM goroutine blocked on
+// Raft's apply channel could deadlock with Raft waiting for the FSM.
+func (n *Node) proposeAsync(c fsm.Command) {
+	data := c.Encode(nil)
+	go func() {
+		if err := n.raft.Apply(data, 0).Error(); err != nil {
+			n.log.Debug("background proposal failed", "op", c.Op, "key", c.Key, "err", err)
+			if c.Op == fsm.OpGrant {
+				n.mu.Lock()
+				delete(n.granting, c.Key)
+				n.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// headWaiterLocked returns the first waiter for key as an fsm.Waiter.
+func (n *Node) headWaiterLocked(key string) *fsm.Waiter {
+	if w := n.waits.head(key); w != nil {
+		return &fsm.Waiter{Owner: w.owner, TTL: w.ttl}
+	}
+	return nil
+}
+
+// waitReady returns nil once this node is a ready leader, or an error
+// saying why it is not: another node leads, or ctx ended with no leader.
+func (n *Node) waitReady(ctx context.Context) error {
+	for {
+		n.mu.Lock()
+		ready, closed, changed := n.ready, n.closed, n.changed
+		n.mu.Unlock()
+		switch {
+		case closed:
+			return ErrShutdown
+		case ready:
+			return nil
+		}
+		if _, lid := n.raft.LeaderWithID(); lid != "" && string(lid) != n.id {
+			return &NotLeaderError{Leader: string(lid)}
+		}
+		select {
+		case <-changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package server
+
+// waitQueues holds the acquires queued on this leader, per key, in arrival
+// order. There is at most one waiter per (key, owner): a newer wait takes the
+// place of the older one, which is answered "not granted", so a client that
+// reissues its wait keeps its place in the line.
+//
+// All methods are called with Node.mu held.
+type waitQueues struct {
+	byKey map[string][]*waiter
+}
+
+// waiter is one queued acquire. done is buffered so that the node never
+// blocks delivering to it.
+type waiter struct {
+	key, owner string
+	ttl        uint64 // milliseconds
+	done       chan waitOutcome
+	answered   bool
+}
+
+type waitOutcome struct {
+	grant   Grant
+	granted bool
+	err     error
+}
+
+func newWaitQueues() *waitQueues {
+	return &waitQueues{byKey: make(map[string][]*waiter)}
+}
+
+// add queues w, replacing the waiter with the same owner in place.
+func (q *waitQueues) add(w *waiter) {
+	line := q.byKey[w.key]
+	for i, old := range line {
+		if old.owner == w.owner {
+			old.answer(waitOutcome{})
+			line[i] = w
+			return
+		}
+	}
+	q.byKey[w.key] = append(line, w)
+}
+
+// head returns the first waiter for key, or nil.
+func (q *waitQueues) head(key string) *waiter {
+	if line := q.byKey[key]; len(line) > 0 {
+		return line[0]
+	}
+	return nil
+}
+
+// take removes and returns the waiter for (key, owner), or nil.
+func (q *waitQueues) take(key, owner string) *waiter {
+	line := q.byKey[key]
+	for i, w := range line {
+		if w.owner == owner {
+			copy(line[i:], line[i+1:])
+			line[len(line)-1] = nil
+			line = line[:len(line)-1]
+			if len(line) == 0 {
+				delete(q.byKey, key)
+			} else {
+				q.byKey[key] = line
+			}
+			return w
+		}
+	}
+	return nil
+}
+
+// remove removes w if it is still queued and reports whether it was.
+func (q *waitQueues) remove(w *waiter) bool {
+	for _, x := range q.byKey[w.key] {
+		if x == w {
+			q.take(w.key, w.owner)
+			return true
+		}
+	}
+	return false
+}
+
+// failAll answers every waiter with err and empties the queues.
+func (q *waitQueues) failAll(err error) {
+	for _, line := range q.byKey {
+		for _, w := range line {
+			w.answer(waitOutcome{err: err})
+		}
+	}
+	q.byKey = make(map[string][]*waiter)
+}
+
+// count returns the number of queued waiters.
+func (q *waitQueues) count() int {
+	n := 0
+	for _, line := range q.byKey {
+		n += len(line)
+	}
+	return n
+}
+
+func (w *waiter) answer(o waitOutcome) {
+	if w.answered {
+		return
+	}
+	w.answered = true
+	w.done <- o
+}
