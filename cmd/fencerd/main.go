@@ -1,0 +1,141 @@
+// Command fencerd is the fencer server: a Raft-replicated lock service that
+// speaks RESP. With no flags it serves a one-node cluster on 127.0.0.1:7379,
+// keeping its state in ./fencer-data.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/fencerlock/fencer/redisbridge"
+	"github.com/fencerlock/fencer/server"
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	id, dataDir, listen, raftListen, raftAdvertise string
+	logLevel, raftLogLevel                         string
+	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
+}
+
+func newCommand() *cobra.Command {
+	def := server.DefaultConfig()
+	o := options{}
+	cmd := &cobra.Command{
+		Use:   "fencerd",
+		Short: "fencer server: Raft-replicated locks with fencing tokens, over RESP",
+		Long: `fencerd serves fencer's lock service. With no flags it starts (or restarts)
+a one-node cluster on 127.0.0.1:7379 with its state in ./fencer-data.
+
+Try it with redis-cli:
+  redis-cli -p 7379 FENCE.ACQUIRE mylock me 10000`,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.id, "id", "", "node ID (default: generated once and saved in the data directory)")
+	f.StringVar(&o.dataDir, "data-dir", "./"+def.DataDir, "directory for the Raft log, snapshots and node ID")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7379", "RESP address for clients")
+	f.StringVar(&o.raftListen, "raft-listen", "", "Raft address (default: the --listen host, port + 1)")
+	f.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-listen)")
+	f.DurationVar(&o.minTTL, "min-ttl", def.MinTTL, "shortest lease TTL a client may ask for")
+	f.DurationVar(&o.maxTTL, "max-ttl", def.MaxTTL, "longest lease TTL a client may ask for")
+	f.DurationVar(&o.maxWait, "max-wait", def.MaxWait, "longest WAIT an acquire may queue for")
+	f.DurationVar(&o.requestTimeout, "request-timeout", redisbridge.DefaultConfig().RequestTimeout, "bound on every request (a WAIT gets its wait on top)")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.raftLogLevel, "raft-log-level", def.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
+	return cmd
+}
+
+// raftAddrFor derives the default Raft address: the client host, port + 1.
+func raftAddrFor(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p >= 65535 {
+		return "", fmt.Errorf("--listen %q: need a fixed port below 65535 to derive --raft-listen; set --raft-listen", listen)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
+}
+
+func run(ctx context.Context, o options) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := server.DefaultConfig()
+	cfg.ID, cfg.DataDir, cfg.Logger = o.id, o.dataDir, logger
+	cfg.RaftAddr, cfg.RaftAdvertise, cfg.ClientAddr = o.raftListen, o.raftAdvertise, o.listen
+	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
+	if cfg.RaftAddr == "" {
+		a, err := raftAddrFor(o.listen)
+		if err != nil {
+			return err
+		}
+		cfg.RaftAddr = a
+	}
+	bcfg := redisbridge.DefaultConfig()
+	bcfg.RequestTimeout, bcfg.Logger = o.requestTimeout, logger
+	if err := bcfg.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+
+	// Listen first: a port in use is reported before Raft touches the data.
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	node, err := server.Open(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	bridge, err := redisbridge.New(node, bcfg)
+	if err != nil {
+		_ = ln.Close()
+		_ = node.Close()
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- bridge.Serve(ln) }()
+	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", cfg.RaftAddr, "data_dir", cfg.DataDir)
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err = <-serveErr:
+		logger.Error("RESP server stopped", "err", err)
+	}
+	_ = bridge.Close()
+	if cerr := node.Close(); cerr != nil && !errors.Is(cerr, context.Canceled) {
+		logger.Warn("closing node", "err", cerr)
+	}
+	logger.Info("stopped")
+	return err
+}
