@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -404,4 +406,56 @@ func mustStatus(t *testing.T, n *Node, key string) Status {
 	require.NoError(t, err)
 	require.True(t, held, "%s is not held", key)
 	return s
+}
+
+func TestTranslateRaftErrors(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	cases := []struct {
+		in   error
+		want error
+	}{
+		{raft.ErrLeadershipLost, ErrUnknownOutcome},
+		{raft.ErrRaftShutdown, ErrUnknownOutcome},
+		{raft.ErrRaftShutdown, ErrShutdown},
+		{raft.ErrNotLeader, ErrNotLeader},
+		{raft.ErrEnqueueTimeout, ErrNoLeader},
+		{errors.New("disk on fire"), ErrUnknownOutcome},
+	}
+	for _, c := range cases {
+		assert.ErrorIs(t, n.translate(c.in), c.want, "%v", c.in)
+	}
+	var nl *NotLeaderError
+	require.ErrorAs(t, n.translate(raft.ErrNotLeader), &nl)
+	assert.Equal(t, n.ID(), nl.Leader, "names the known leader")
+}
+
+func TestCancelledContextProposesNothing(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	before := n.table.LastIndex()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := n.Acquire(ctx, "k", "o", time.Second, 0)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, ErrUnknownOutcome, "nothing was proposed, so the outcome is known")
+	assert.Equal(t, before, n.table.LastIndex())
+}
+
+func TestCloseAnswersWaiters(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	mustAcquire(t, n, "k", "h", 10*time.Second)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := n.Acquire(context.Background(), "k", "w", time.Second, 30*time.Second)
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.waits.count() == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, n.Close())
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, ErrShutdown)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not answered on Close")
+	}
+	_, _, err := n.Acquire(ctxT(t), "k", "w", time.Second, 0)
+	assert.ErrorIs(t, err, ErrShutdown)
 }
