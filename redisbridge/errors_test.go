@@ -29,7 +29,7 @@ func (f faultyLocker) Status(context.Context, string) (server.Status, bool, erro
 	return server.Status{}, false, f.err
 }
 func (f faultyLocker) Check(context.Context, string, uint64) (bool, error) { return false, f.err }
-func (f faultyLocker) Leader() (string, string)                         { return "", "" }
+func (f faultyLocker) Leader() (string, string)                            { return "", "" }
 
 func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 	cases := []struct {
