@@ -27,6 +27,9 @@ const (
 	// OpGrant does nothing itself: it hands Key, if free, to its Waiter. The
 	// leader sends it when a key is free while waiters queue for it.
 	OpGrant Op = 6
+	// OpMember records the client address (Owner) of cluster member Key, or
+	// forgets the member if Owner is empty. It touches no lock.
+	OpMember Op = 7
 )
 
 // String names the operation.
@@ -44,6 +47,8 @@ func (o Op) String() string {
 		return "revoke"
 	case OpGrant:
 		return "grant"
+	case OpMember:
+		return "member"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -193,6 +198,10 @@ func (c *Command) validate() error {
 	case OpGrant:
 		if c.Waiter == nil {
 			return fmt.Errorf("%w: grant without waiter", ErrBadEntry)
+		}
+	case OpMember:
+		if c.Lease != nil || c.Waiter != nil {
+			return fmt.Errorf("%w: member entry with lease or waiter", ErrBadEntry)
 		}
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadEntry, uint8(c.Op))

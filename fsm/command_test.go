@@ -16,6 +16,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Op: OpExpire, Key: "k", Lease: &LeaseRef{Token: 1 << 62, Version: 1 << 63}, Waiter: &Waiter{Owner: "w", TTL: 1}},
 		{Op: OpRevoke, Key: "k"},
 		{Op: OpGrant, Key: "k", Waiter: &Waiter{Owner: "w", TTL: 2}},
+		{Op: OpMember, Key: "n1", Owner: "127.0.0.1:7379"},
 	}
 	for _, c := range cmds {
 		t.Run(c.Op.String(), func(t *testing.T) {

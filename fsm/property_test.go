@@ -21,7 +21,7 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 	cmds := make([]Command, 0, n)
 	for i := 0; i < n; i++ {
 		c := Command{Key: keys[rng.Intn(len(keys))], Owner: owners[rng.Intn(len(owners))], TTL: uint64(rng.Intn(5000) + 100)}
-		switch rng.Intn(7) {
+		switch rng.Intn(8) {
 		case 0, 1:
 			c.Op = OpAcquire
 		case 2:
@@ -37,6 +37,14 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 			if rng.Intn(2) == 0 {
 				c.Owner = ""
 			}
+		case 7:
+			c.Op = OpMember
+			c.Key = "n" + c.Owner
+			if rng.Intn(3) == 0 {
+				c.Owner = ""
+			}
+			cmds = append(cmds, c)
+			continue
 		case 6:
 			c.Op = OpGrant
 			c.Owner = ""

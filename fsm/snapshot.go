@@ -39,6 +39,7 @@ type tableSnapshot struct {
 	floor, lastIndex, maxToken uint64
 	locks                      []keyedLease
 	mem                        []rememberedRelease // in the order remembered
+	members                    map[string]string
 }
 
 // Snapshot copies the table. It is cheap relative to Persist: no sorting, no
@@ -56,6 +57,10 @@ func (t *Table) snapshot() *tableSnapshot {
 		maxToken:  t.maxToken,
 		locks:     make([]keyedLease, 0, len(t.locks)),
 		mem:       make([]rememberedRelease, 0, len(t.mem)),
+		members:   make(map[string]string, len(t.members)),
+	}
+	for id, addr := range t.members {
+		s.members[id] = addr
 	}
 	for k, l := range t.locks {
 		s.locks = append(s.locks, keyedLease{key: k, Lease: *l})
@@ -86,8 +91,8 @@ func (s *tableSnapshot) Persist(sink raft.SnapshotSink) error {
 func (s *tableSnapshot) Release() {}
 
 // writeTo encodes the snapshot: magic, version, floor, last index, max token,
-// the leases sorted by key, then the remembered releases in the order they
-// were remembered. The same table always gives the same bytes.
+// the leases sorted by key, the remembered releases in the order they were
+// remembered, then the members' client addresses sorted by node ID. The same table always gives the same bytes.
 func (s *tableSnapshot) writeTo(w io.Writer) error {
 	sort.Slice(s.locks, func(i, j int) bool { return s.locks[i].key < s.locks[j].key })
 	buf := make([]byte, 0, 64<<10)
@@ -125,6 +130,16 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 			return err
 		}
 	}
+	ids := make([]string, 0, len(s.members))
+	for id := range s.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	buf = binary.AppendUvarint(buf, uint64(len(ids)))
+	for _, id := range ids {
+		buf = appendString(buf, id)
+		buf = appendString(buf, s.members[id])
+	}
 	_, err := w.Write(buf)
 	return err
 }
@@ -142,7 +157,7 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.locks, t.mem, t.memQueue = n.locks, n.mem, n.memQueue
+	t.locks, t.mem, t.memQueue, t.members = n.locks, n.mem, n.memQueue, n.members
 	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
 	return nil
 }
@@ -201,6 +216,19 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 			}
 			t.mem[key] = m
 			t.memQueue = append(t.memQueue, memRef{key: key, pos: m.pos})
+		}
+	}
+	nMembers := d.uvarint()
+	if d.err == nil && nMembers > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%w: %d members in %d bytes", ErrBadSnapshot, nMembers, len(d.b))
+	}
+	for i := uint64(0); i < nMembers && d.err == nil; i++ {
+		id, addr := d.string(), d.string()
+		if d.err == nil {
+			if _, dup := t.members[id]; dup || id == "" || addr == "" {
+				return nil, fmt.Errorf("%w: bad member %q", ErrBadSnapshot, id)
+			}
+			t.members[id] = addr
 		}
 	}
 	if d.err != nil {

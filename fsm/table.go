@@ -56,12 +56,14 @@ const (
 	Revoked
 	// Stale: the named lease is not the current one; nothing changed.
 	Stale
+	// Recorded: a membership entry was applied.
+	Recorded
 )
 
 var codeNames = [...]string{Granted: "granted", Renewed: "renewed", Held: "held",
 	Refused: "refused", Extended: "extended", NotHolder: "not-holder",
 	Released: "released", AlreadyReleased: "already-released", Expired: "expired",
-	Revoked: "revoked", Stale: "stale"}
+	Revoked: "revoked", Stale: "stale", Recorded: "recorded"}
 
 // String names the outcome.
 func (c Code) String() string {
@@ -119,9 +121,10 @@ type Table struct {
 	locks     map[string]*Lease
 	mem       map[string]released
 	memQueue  []memRef
-	floor     uint64 // added to every index
-	lastIndex uint64 // last applied Raft index
-	maxToken  uint64 // largest token ever granted
+	members   map[string]string // node ID → client address
+	floor     uint64            // added to every index
+	lastIndex uint64            // last applied Raft index
+	maxToken  uint64            // largest token ever granted
 
 	memWindow uint64
 	memMax    int
@@ -132,6 +135,7 @@ func New() *Table {
 	return &Table{
 		locks:     make(map[string]*Lease),
 		mem:       make(map[string]released),
+		members:   make(map[string]string),
 		memWindow: ReleaseMemoryWindow,
 		memMax:    ReleaseMemoryMax,
 	}
@@ -167,6 +171,16 @@ func (t *Table) apply(index uint64, c Command) *Result {
 	t.lastIndex = index
 	pos := t.floor + index
 	r := &Result{Position: pos, Cmd: c}
+	if c.Op == OpMember {
+		if c.Owner == "" {
+			delete(t.members, c.Key)
+		} else {
+			t.members[c.Key] = c.Owner
+		}
+		r.Code = Recorded
+		t.forget(pos)
+		return r
+	}
 	cur := t.locks[c.Key]
 
 	// An acquire or extend may first end a lease that the leader saw run out.
@@ -334,6 +348,17 @@ func (t *Table) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.locks)
+}
+
+// Members returns a copy of the recorded client addresses by node ID.
+func (t *Table) Members() map[string]string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	m := make(map[string]string, len(t.members))
+	for k, v := range t.members {
+		m[k] = v
+	}
+	return m
 }
 
 // MaxToken returns the largest token ever granted (or the floor, if larger).

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"io"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -236,4 +238,22 @@ func TestIndexMustIncrease(t *testing.T) {
 	tb := New()
 	tb.ApplyCommand(5, acquire("k", "a", 1))
 	assert.Panics(t, func() { tb.ApplyCommand(5, acquire("j", "a", 1)) })
+}
+
+func TestMembers(t *testing.T) {
+	a := newApplier()
+	r := a.apply(t, Command{Op: OpMember, Key: "n1", Owner: "127.0.0.1:7379"})
+	assert.Equal(t, Recorded, r.Code)
+	a.apply(t, Command{Op: OpMember, Key: "n2", Owner: "127.0.0.1:7479"})
+	a.apply(t, Command{Op: OpMember, Key: "n1", Owner: "127.0.0.1:7000"})
+	assert.Equal(t, map[string]string{"n1": "127.0.0.1:7000", "n2": "127.0.0.1:7479"}, a.t.Members())
+	a.apply(t, Command{Op: OpMember, Key: "n2"})
+	assert.Equal(t, map[string]string{"n1": "127.0.0.1:7000"}, a.t.Members())
+	// Membership entries use log positions but grant nothing.
+	g := a.apply(t, acquire("k", "o", 1000))
+	assert.Equal(t, uint64(5), g.Lease.Token)
+
+	b := New()
+	require.NoError(t, b.Restore(io.NopCloser(bytes.NewReader(a.t.MarshalSnapshot()))))
+	assert.Equal(t, a.t.Members(), b.Members())
 }
