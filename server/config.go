@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // Config configures a Node. Start from DefaultConfig and change what you need;
@@ -21,9 +23,18 @@ type Config struct {
 	// RaftAdvertise is the address other nodes dial; empty means RaftAddr.
 	// It must not be an unspecified address such as 0.0.0.0.
 	RaftAdvertise string
-	// ClientAddr is the RESP address clients use for this node, reported by
-	// FENCE.LEADER. It is informational; the node does not listen on it.
+	// ClientAddr is the RESP address clients and other nodes use to reach
+	// this node: it is recorded in the cluster's membership, reported by
+	// FENCE.LEADER and FENCE.MEMBERS, and followers forward to the leader's.
+	// The node itself does not listen on it.
 	ClientAddr string
+	// Join means: when DataDir holds no Raft state, wait to be added to an
+	// existing cluster (Node.Join on its leader) instead of bootstrapping a
+	// new one. With existing state it has no effect.
+	Join bool
+	// Transport, if set, replaces the TCP transport on RaftAddr; tests use
+	// raft's in-memory transport. The node closes it if it is io.Closer.
+	Transport raft.Transport
 
 	// MinTTL and MaxTTL bound the lease TTLs a client may ask for. The
 	// defaults are 100ms and 24h.
@@ -76,6 +87,16 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("DataDir", "must be set")
+	}
+	if c.ClientAddr == "" {
+		bad("ClientAddr", "must be set")
+	} else if host, _, err := net.SplitHostPort(c.ClientAddr); err != nil {
+		bad("ClientAddr", "%v", err)
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		bad("ClientAddr", "%q is not an address others can dial", c.ClientAddr)
+	}
+	if c.Transport != nil {
+		return errors.Join(errs...)
 	}
 	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
 		bad("RaftAddr", "%v", err)

@@ -22,21 +22,28 @@ var (
 	// deadline passed while it was in flight. It is never a "no". Repeating
 	// a native acquire, extend or release with the same owner is safe.
 	ErrUnknownOutcome = errors.New("server: outcome unknown")
+	// ErrUnknownMember means FENCE.REMOVE named a node that is not a member.
+	ErrUnknownMember = errors.New("server: no such member")
 	// ErrShutdown means the node is shutting down; nothing was proposed.
 	ErrShutdown = errors.New("server: shutting down")
 )
 
 // NotLeaderError is returned when a command reaches a node that is not the
-// leader. Leader is the leader's Raft ID, empty if none is known.
+// leader. Leader is the leader's Raft ID and LeaderAddr its client address,
+// each empty if not known.
 type NotLeaderError struct {
-	Leader string
+	Leader     string
+	LeaderAddr string
 }
 
 func (e *NotLeaderError) Error() string {
 	if e.Leader == "" {
 		return "server: not the leader; no leader known"
 	}
-	return fmt.Sprintf("server: not the leader; leader is %s", e.Leader)
+	if e.LeaderAddr == "" {
+		return fmt.Sprintf("server: not the leader; leader is %s", e.Leader)
+	}
+	return fmt.Sprintf("server: not the leader; leader is %s at %s", e.Leader, e.LeaderAddr)
 }
 
 // Unwrap makes errors.Is(err, ErrNotLeader) true.

@@ -337,8 +337,8 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 func (n *Node) translate(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
-		_, lid := n.raft.LeaderWithID()
-		return &NotLeaderError{Leader: string(lid)}
+		lid, addr := n.Leader()
+		return &NotLeaderError{Leader: lid, LeaderAddr: addr}
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return ErrNoLeader
 	case errors.Is(err, raft.ErrLeadershipLost):

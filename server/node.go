@@ -32,7 +32,7 @@ type Node struct {
 	log    *slog.Logger
 	raft   *raft.Raft
 	table  *fsm.Table
-	trans  *raft.NetworkTransport
+	trans  raft.Transport
 	store  *raftboltdb.BoltStore
 	stopCh chan struct{}
 	wg     sync.WaitGroup
@@ -154,27 +154,39 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("server: opening snapshot store: %w", err)
 	}
-	// Without RaftAdvertise the listener's own address is advertised, so
-	// port 0 works (tests).
-	var advAddr net.Addr
-	if cfg.RaftAdvertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
-		if err != nil {
-			return fmt.Errorf("server: raft advertise address: %w", err)
+	if cfg.Transport != nil {
+		n.trans = cfg.Transport
+	} else {
+		// Without RaftAdvertise the listener's own address is advertised,
+		// so port 0 works (tests).
+		var advAddr net.Addr
+		if cfg.RaftAdvertise != "" {
+			a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+			if err != nil {
+				return fmt.Errorf("server: raft advertise address: %w", err)
+			}
+			advAddr = a
 		}
-		advAddr = a
+		trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, rc.Logger.Named("transport"))
+		if err != nil {
+			return fmt.Errorf("server: raft transport: %w", err)
+		}
+		n.trans = trans
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, rc.Logger.Named("transport"))
-	if err != nil {
-		return fmt.Errorf("server: raft transport: %w", err)
-	}
-	n.trans = trans
+	trans := n.trans
 
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		return fmt.Errorf("server: reading raft state: %w", err)
 	}
-	if !existing {
+	switch {
+	case existing:
+		if cfg.Join {
+			n.log.Info("restarting from existing state; join addresses are not needed")
+		}
+	case cfg.Join:
+		n.log.Info("no state yet: waiting to be added to a cluster")
+	default:
 		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
 			return fmt.Errorf("server: bootstrap: %w", err)
@@ -183,7 +195,6 @@ func (n *Node) startRaft() error {
 	}
 	r, err := raft.NewRaft(rc, (*stateMachine)(n), logs, store, snaps, trans)
 	if err != nil {
-		_ = trans.Close()
 		return fmt.Errorf("server: starting raft: %w", err)
 	}
 	n.raft = r
@@ -193,19 +204,25 @@ func (n *Node) startRaft() error {
 // ID returns the node's Raft server ID.
 func (n *Node) ID() string { return n.id }
 
+// RaftAddr returns the Raft address other nodes reach this node on.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
 // Leader returns the leader's ID and client address, as far as this node
-// knows. Both are empty when no leader is known. A leader other than this
-// node is reported with an empty client address until the cluster's client
-// addresses are known.
+// knows. Both are empty when no leader is known; the address is empty if the
+// leader has not recorded one yet.
 func (n *Node) Leader() (id, clientAddr string) {
 	_, lid := n.raft.LeaderWithID()
 	if lid == "" {
 		return "", ""
 	}
-	if string(lid) == n.id {
-		return n.id, n.cfg.ClientAddr
+	return string(lid), n.clientAddrOf(string(lid))
+}
+
+func (n *Node) clientAddrOf(id string) string {
+	if id == n.id {
+		return n.cfg.ClientAddr
 	}
-	return string(lid), ""
+	return n.table.Members()[id]
 }
 
 // Close stops the node: it answers every waiter, shuts Raft down and closes
@@ -229,8 +246,8 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) closeStores() {
-	if n.trans != nil {
-		_ = n.trans.Close()
+	if c, ok := n.trans.(io.Closer); ok {
+		_ = c.Close()
 	}
 	if n.store != nil {
 		_ = n.store.Close()
@@ -278,6 +295,9 @@ func (n *Node) watchLeadership() {
 			}
 			n.mu.Unlock()
 			n.kick()
+			if n.table.Members()[n.id] != n.cfg.ClientAddr {
+				n.proposeAsync(fsm.Command{Op: fsm.OpMember, Key: n.id, Owner: n.cfg.ClientAddr})
+			}
 		}
 	}
 }
@@ -482,8 +502,8 @@ func (n *Node) waitReady(ctx context.Context) error {
 		case ready:
 			return nil
 		}
-		if _, lid := n.raft.LeaderWithID(); lid != "" && string(lid) != n.id {
-			return &NotLeaderError{Leader: string(lid)}
+		if lid, addr := n.Leader(); lid != "" && lid != n.id {
+			return &NotLeaderError{Leader: lid, LeaderAddr: addr}
 		}
 		select {
 		case <-changed:

@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// cluster is an in-process cluster on raft's in-memory transport, with real
+// bolt stores in temp dirs.
+type cluster struct {
+	t     *testing.T
+	nodes []*Node
+	trans []*raft.InmemTransport
+	dirs  []string
+}
+
+func newCluster(t *testing.T, size int) *cluster {
+	t.Helper()
+	c := &cluster{t: t}
+	for i := 0; i < size; i++ {
+		_, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("127.0.0.2:%d", 18000+i)))
+		c.trans = append(c.trans, tr)
+		c.dirs = append(c.dirs, t.TempDir())
+	}
+	for i, a := range c.trans {
+		for j, b := range c.trans {
+			if i != j {
+				a.Connect(b.LocalAddr(), b)
+			}
+		}
+	}
+	for i := 0; i < size; i++ {
+		c.nodes = append(c.nodes, c.open(i))
+	}
+	leader := c.leader()
+	ctx := ctxT(t)
+	for i, n := range c.nodes {
+		if n != leader {
+			require.NoError(t, leader.Join(ctx, n.ID(), string(c.trans[i].LocalAddr()), n.cfg.ClientAddr))
+		}
+	}
+	require.Eventually(t, func() bool {
+		ms, err := leader.Members(ctx)
+		return err == nil && len(ms) == size
+	}, 10*time.Second, 20*time.Millisecond)
+	return c
+}
+
+func (c *cluster) open(i int) *Node {
+	c.t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID = fmt.Sprintf("n%d", i)
+	cfg.DataDir = c.dirs[i]
+	cfg.ClientAddr = fmt.Sprintf("127.0.0.1:%d", 17000+i)
+	cfg.Transport = c.trans[i]
+	cfg.Join = i != 0
+	cfg.RaftLogLevel = "error"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := Open(cfg)
+	require.NoError(c.t, err)
+	c.t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// leader waits for a ready leader among the open nodes.
+func (c *cluster) leader() *Node {
+	c.t.Helper()
+	var found *Node
+	require.Eventually(c.t, func() bool {
+		for _, n := range c.nodes {
+			if n == nil {
+				continue
+			}
+			n.mu.Lock()
+			ready := n.ready
+			n.mu.Unlock()
+			if ready {
+				found = n
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 10*time.Millisecond, "no ready leader")
+	return found
+}
+
+func (c *cluster) index(n *Node) int {
+	for i, m := range c.nodes {
+		if m == n {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestClusterFollowersNameTheLeader(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	g := mustAcquire(t, leader, "k", "o", time.Minute)
+	for _, n := range c.nodes {
+		id, addr := n.Leader()
+		assert.Equal(t, leader.ID(), id)
+		assert.Equal(t, leader.cfg.ClientAddr, addr, "node %s knows the leader's client address", n.ID())
+		if n == leader {
+			continue
+		}
+		_, _, err := n.Acquire(ctxT(t), "k2", "o", time.Minute, 0)
+		var nl *NotLeaderError
+		require.ErrorAs(t, err, &nl)
+		assert.Equal(t, leader.cfg.ClientAddr, nl.LeaderAddr)
+		// Followers apply the log too.
+		require.Eventually(t, func() bool {
+			l, held := n.table.Get("k")
+			return held && l.Token == g.Token
+		}, 5*time.Second, 10*time.Millisecond)
+	}
+	ms, err := c.nodes[1].Members(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, ms, 3)
+	for _, m := range ms {
+		assert.NotEmpty(t, m.ClientAddr, "member %s", m.ID)
+		assert.Equal(t, m.ID == leader.ID(), m.Role == "leader")
+	}
+}
+
+func TestClusterFailoverKeepsLocksAndTokensAndRestartsLeases(t *testing.T) {
+	c := newCluster(t, 3)
+	old := c.leader()
+	const ttl = 4 * time.Second
+	held := mustAcquire(t, old, "held", "alive", time.Hour)
+	dying := mustAcquire(t, old, "dying", "dead-holder", ttl)
+	var maxTok uint64
+	for i := 0; i < 20; i++ {
+		g := mustAcquire(t, old, fmt.Sprintf("x%d", i), "o", time.Hour)
+		maxTok = max(maxTok, g.Token)
+	}
+
+	// The leader dies.
+	i := c.index(old)
+	require.NoError(t, old.Close())
+	c.nodes[i] = nil
+	for j, tr := range c.trans {
+		if j != i {
+			tr.Disconnect(c.trans[i].LocalAddr())
+		}
+	}
+	lost := time.Now()
+	leader := c.leader()
+	readyAt := time.Now()
+	assert.Less(t, readyAt.Sub(lost), 10*time.Second, "new leader within a few seconds")
+
+	ctx := ctxT(t)
+	s, ok, err := leader.Status(ctx, "held")
+	require.NoError(t, err)
+	require.True(t, ok, "lock held before the failover is still held")
+	assert.Equal(t, held.Token, s.Token)
+
+	g := mustAcquire(t, leader, "new", "o", time.Minute)
+	assert.Greater(t, g.Token, maxTok, "new tokens exceed every earlier token")
+
+	// The dead holder's lock is free only after a full TTL from the new
+	// leader's start, not before.
+	for time.Since(readyAt) < ttl-300*time.Millisecond {
+		_, granted, err := leader.Acquire(ctx, "dying", "next", time.Minute, 0)
+		require.NoError(t, err)
+		require.False(t, granted, "freed %v after the new leader was ready, before its TTL %v", time.Since(readyAt), ttl)
+		time.Sleep(150 * time.Millisecond)
+	}
+	ng, granted, err := leader.Acquire(ctx, "dying", "next", time.Minute, 2*ttl)
+	require.NoError(t, err)
+	require.True(t, granted, "free within 2x TTL of the new leader's start")
+	assert.Greater(t, ng.Token, dying.Token)
+	assert.GreaterOrEqual(t, time.Since(readyAt), ttl-100*time.Millisecond)
+}
+
+func TestClusterRejoinAndFullRestart(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	var maxTok uint64
+	for i := 0; i < 10; i++ {
+		g := mustAcquire(t, leader, fmt.Sprintf("k%d", i), "o", time.Hour)
+		maxTok = max(maxTok, g.Token)
+	}
+	// Every node stops, then all restart at once from their data dirs.
+	for i, n := range c.nodes {
+		require.NoError(t, n.Close())
+		c.nodes[i] = nil
+	}
+	for i := range c.trans {
+		_, tr := raft.NewInmemTransport(c.trans[i].LocalAddr())
+		c.trans[i] = tr
+	}
+	for i, a := range c.trans {
+		for j, b := range c.trans {
+			if i != j {
+				a.Connect(b.LocalAddr(), b)
+			}
+		}
+	}
+	for i := range c.nodes {
+		c.nodes[i] = c.open(i)
+	}
+	leader = c.leader()
+	ctx := ctxT(t)
+	for i := 0; i < 10; i++ {
+		_, ok, err := leader.Status(ctx, fmt.Sprintf("k%d", i))
+		require.NoError(t, err)
+		assert.True(t, ok, "k%d survives a full restart", i)
+	}
+	g := mustAcquire(t, leader, "after", "o", time.Minute)
+	assert.Greater(t, g.Token, maxTok, "the token counter never goes back")
+}
+
+func TestClusterRemoveMember(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	var victim *Node
+	for _, n := range c.nodes {
+		if n != leader {
+			victim = n
+		}
+	}
+	ctx := ctxT(t)
+	require.ErrorIs(t, leader.Remove(ctx, "nobody"), ErrUnknownMember)
+	require.NoError(t, leader.Remove(ctx, victim.ID()))
+	ms, err := leader.Members(ctx)
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	for _, m := range ms {
+		assert.NotEqual(t, victim.ID(), m.ID)
+	}
+	mustAcquire(t, leader, "still-works", "o", time.Minute)
+}
+
+func TestClusterLeadershipTransfer(t *testing.T) {
+	c := newCluster(t, 3)
+	old := c.leader()
+	g := mustAcquire(t, old, "k", "o", time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	require.NoError(t, old.TransferLeadership(ctx, ""))
+	var leader *Node
+	require.Eventually(t, func() bool {
+		leader = c.leader()
+		return leader != old
+	}, 15*time.Second, 50*time.Millisecond)
+	s, ok, err := leader.Status(ctxT(t), "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, g.Token, s.Token)
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// Member is one server of the cluster.
+type Member struct {
+	ID         string
+	RaftAddr   string
+	ClientAddr string // empty until the member has recorded it
+	// Role is "leader", "follower" (a voter) or "nonvoter".
+	Role string
+}
+
+// Members lists the cluster's servers as this node's Raft configuration
+// knows them, sorted by ID.
+func (n *Node) Members(ctx context.Context) ([]Member, error) {
+	f := n.raft.GetConfiguration()
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	select {
+	case err := <-ch:
+		if err != nil {
+			return nil, n.translate(err)
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	_, leader := n.raft.LeaderWithID()
+	addrs := n.table.Members()
+	var out []Member
+	for _, s := range f.Configuration().Servers {
+		m := Member{ID: string(s.ID), RaftAddr: string(s.Address), ClientAddr: addrs[string(s.ID)], Role: "follower"}
+		if string(s.ID) == n.id {
+			m.ClientAddr = n.cfg.ClientAddr
+		}
+		switch {
+		case s.ID == leader:
+			m.Role = "leader"
+		case s.Suffrage != raft.Voter:
+			m.Role = "nonvoter"
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Join adds (or updates) a voting member. It runs on the leader; elsewhere
+// it returns a *NotLeaderError. Joining again with the same addresses is a
+// no-op, so a node may retry its join until it succeeds.
+func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error {
+	if id == "" {
+		return invalid("empty node id")
+	}
+	for _, a := range []string{raftAddr, clientAddr} {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return invalid("address %q: %v", a, err)
+		}
+	}
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return n.translate(err)
+	}
+	present := false
+	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(raftAddr) && s.Suffrage == raft.Voter {
+			present = true
+		}
+	}
+	if !present {
+		if err := n.await(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)); err != nil {
+			return err
+		}
+		n.log.Info("member added", "id", id, "raft", raftAddr, "client", clientAddr)
+	}
+	if n.table.Members()[id] != clientAddr {
+		if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: clientAddr}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove takes a member out of the cluster. It runs on the leader.
+func (n *Node) Remove(ctx context.Context, id string) error {
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return n.translate(err)
+	}
+	found := false
+	for _, s := range f.Configuration().Servers {
+		found = found || s.ID == raft.ServerID(id)
+	}
+	if !found {
+		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+	}
+	// Forget the address first: once the leader removes itself it can
+	// propose nothing more.
+	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id}); err != nil {
+		return err
+	}
+	if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+		return err
+	}
+	n.log.Info("member removed", "id", id)
+	return nil
+}
+
+// TransferLeadership asks the leader to hand leadership to id, or to the
+// most up-to-date follower if id is empty.
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	var f raft.Future
+	if id == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		var addr raft.ServerAddress
+		for _, m := range n.raft.GetConfiguration().Configuration().Servers {
+			if m.ID == raft.ServerID(id) {
+				addr = m.Address
+			}
+		}
+		if addr == "" {
+			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+		}
+		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+	}
+	return n.await(ctx, f)
+}
+
+// await waits for a Raft future, bounded by ctx.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	select {
+	case err := <-ch:
+		if err != nil {
+			return n.translate(err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
+	}
+}
