@@ -23,6 +23,10 @@ type Locker interface {
 	Status(ctx context.Context, key string) (server.Status, bool, error)
 	Check(ctx context.Context, key string, token uint64) (bool, error)
 	Leader() (id, clientAddr string)
+	Members(ctx context.Context) ([]server.Member, error)
+	Join(ctx context.Context, id, raftAddr, clientAddr string) error
+	Remove(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, id string) error
 }
 
 // Config configures a Bridge.
@@ -48,8 +52,27 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// handler serves one command; args[0] is the command name.
-type handler func(b *Bridge, c redcon.Conn, args [][]byte)
+// handler serves one command.
+type handler func(b *Bridge, r *request)
+
+// request is one command on one connection.
+type request struct {
+	c    redcon.Conn
+	args [][]byte // args[0] is the command name
+	raw  []byte   // the command as the client sent it, for forwarding
+	conn *connState
+	// redispatched counts how often the command was run again because the
+	// leader it was to be forwarded to could not be reached.
+	redispatched int
+}
+
+// connState is what the bridge keeps per connection.
+type connState struct {
+	// forwarded marks a connection opened by another node to forward
+	// commands here: a NOTLEADER is answered, never forwarded again, so two
+	// nodes with different views of the leader cannot bounce a command.
+	forwarded bool
+}
 
 // Bridge serves RESP on one listener.
 type Bridge struct {
@@ -57,6 +80,7 @@ type Bridge struct {
 	locker Locker
 	log    *slog.Logger
 	cmds   map[string]handler
+	fwd    *forwarder
 	srv    *redcon.Server
 	ln     net.Listener
 
@@ -76,7 +100,8 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Bridge{cfg: cfg, locker: locker, log: logger, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	b := &Bridge{cfg: cfg, locker: locker, log: logger, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		fwd: newForwarder()}
 	b.cmds = map[string]handler{
 		"ping":          (*Bridge).ping,
 		"quit":          (*Bridge).quit,
@@ -88,6 +113,12 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.token":   (*Bridge).token,
 		"fence.check":   (*Bridge).check,
 		"fence.leader":  (*Bridge).leader,
+
+		"fence.members":   (*Bridge).members,
+		"fence.join":      (*Bridge).join,
+		"fence.remove":    (*Bridge).remove,
+		"fence.transfer":  (*Bridge).transfer,
+		"fence.forwarded": (*Bridge).forwarded,
 	}
 	return b, nil
 }
@@ -95,7 +126,11 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 // Serve accepts connections on ln until Close. It returns nil after Close.
 func (b *Bridge) Serve(ln net.Listener) error {
 	b.ln = ln
-	b.srv = redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), b.handle, nil, nil)
+	accept := func(c redcon.Conn) bool {
+		c.SetContext(&connState{})
+		return true
+	}
+	b.srv = redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), b.handle, accept, nil)
 	b.srv.AcceptError = func(err error) { b.log.Warn("accept failed", "err", err) }
 	defer close(b.done)
 	return b.srv.Serve(ln)
@@ -110,6 +145,7 @@ func (b *Bridge) Close() error {
 			err = b.srv.Close()
 			<-b.done
 		}
+		b.fwd.close()
 	})
 	return err
 }
@@ -121,7 +157,12 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		c.WriteError(unknownCommand(cmd.Args))
 		return
 	}
-	h(b, c, cmd.Args)
+	st, _ := c.Context().(*connState)
+	if st == nil {
+		st = &connState{}
+		c.SetContext(st)
+	}
+	h(b, &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st})
 }
 
 // unknownCommand is Redis's wording for a command it does not have.
@@ -150,8 +191,56 @@ func truncate(b []byte, n int) string {
 }
 
 // wrongArity is Redis's wording for a bad argument count.
-func wrongArity(c redcon.Conn, args [][]byte) {
-	c.WriteError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(string(args[0]))))
+func wrongArity(r *request) {
+	r.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(string(r.args[0]))))
+}
+
+// fail answers err. A command that reached a follower is forwarded to the
+// leader, once, and the leader's reply relayed as it is.
+//
+// If the leader cannot be reached at all (the command provably went
+// nowhere), the node waits for the leader to change, within the request's
+// deadline, and runs the command again from the start: that is how a
+// command sent to a follower during a failover lands on the new leader.
+func (b *Bridge) fail(ctx context.Context, r *request, err error) {
+	var nl *server.NotLeaderError
+	if !errors.As(err, &nl) || nl.LeaderAddr == "" || r.conn.forwarded {
+		writeErr(r.c, err)
+		return
+	}
+	reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.raw)
+	switch {
+	case ferr == nil:
+		r.c.WriteRaw(reply)
+	case !sent && r.redispatched < maxRedispatch && b.awaitLeaderChange(ctx, nl.LeaderAddr):
+		r.redispatched++
+		b.cmds[strings.ToLower(string(r.args[0]))](b, r)
+	case sent:
+		r.c.WriteError(fmt.Sprintf("UNCERTAIN forwarding to the leader at %s failed after sending: %v; the command may or may not have taken effect: retry it with the same owner", nl.LeaderAddr, ferr))
+	default:
+		r.c.WriteError(fmt.Sprintf("NOLEADER cannot reach the leader at %s: %v; retry later", nl.LeaderAddr, ferr))
+	}
+}
+
+// maxRedispatch bounds how often one command is run again after the leader
+// changed under it.
+const maxRedispatch = 3
+
+// awaitLeaderChange waits until a leader other than the one at addr is
+// known, or ctx ends.
+func (b *Bridge) awaitLeaderChange(ctx context.Context, addr string) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, a := b.locker.Leader(); id != "" && a != addr {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // writeErr answers a server error with a reply whose first word says what

@@ -13,10 +13,7 @@ const hangupPoll = 50 * time.Millisecond
 
 // watchHangup calls cancel when the peer closes conn, until ctx ends or stop
 // is called. redcon reads a connection only between commands, so while a
-// handler blocks nobody would notice the peer leave; this peeks at the socket
-// without consuming anything (MSG_PEEK|MSG_DONTWAIT): a zero-byte read is
-// the peer's FIN, EAGAIN is a live idle peer, and pending bytes (a
-// pipelined command) are a live peer too.
+// handler blocks nobody would notice the peer leave; this polls peerClosed.
 func watchHangup(ctx context.Context, conn net.Conn, cancel context.CancelFunc) (stop func()) {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
@@ -39,14 +36,7 @@ func watchHangup(ctx context.Context, conn net.Conn, cancel context.CancelFunc) 
 				return
 			case <-t.C:
 			}
-			var n int
-			var rerr error
-			cerr := raw.Read(func(fd uintptr) bool {
-				n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-				return true
-			})
-			gone := cerr != nil || (rerr == nil && n == 0) ||
-				(rerr != nil && !errors.Is(rerr, syscall.EAGAIN) && !errors.Is(rerr, syscall.EINTR))
+			gone := peerClosed(raw, buf)
 			if gone {
 				cancel()
 				return
@@ -54,4 +44,32 @@ func watchHangup(ctx context.Context, conn net.Conn, cancel context.CancelFunc) 
 		}
 	}()
 	return func() { close(done) }
+}
+
+// peerClosed peeks at the socket without consuming anything: a zero-byte
+// read is the peer's FIN (or an error), EAGAIN is a live idle peer, and
+// pending bytes are a live peer too.
+func peerClosed(raw syscall.RawConn, buf []byte) bool {
+	var n int
+	var rerr error
+	cerr := raw.Read(func(fd uintptr) bool {
+		n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	})
+	return cerr != nil || (rerr == nil && n == 0) ||
+		(rerr != nil && !errors.Is(rerr, syscall.EAGAIN) && !errors.Is(rerr, syscall.EINTR))
+}
+
+// connClosed reports whether conn's peer has closed it. A connection that
+// cannot be inspected is taken as open.
+func connClosed(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	return peerClosed(raw, make([]byte, 1))
 }

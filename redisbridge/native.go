@@ -1,15 +1,22 @@
 package redisbridge
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tidwall/redcon"
+	"github.com/fencerlock/fencer/server"
 )
 
 // maxMillis bounds millisecond arguments before they become a Duration.
 const maxMillis = int64(1<<63-1) / int64(time.Millisecond)
+
+// resendPause is how long a waiting acquire pauses before it is sent again
+// after a leader change.
+const resendPause = 100 * time.Millisecond
 
 // parseMillis parses a non-negative millisecond count.
 func parseMillis(b []byte) (time.Duration, bool) {
@@ -20,187 +27,231 @@ func parseMillis(b []byte) (time.Duration, bool) {
 	return time.Duration(v) * time.Millisecond, true
 }
 
-func (b *Bridge) ping(c redcon.Conn, args [][]byte) {
-	switch len(args) {
+func (b *Bridge) ping(r *request) {
+	switch len(r.args) {
 	case 1:
-		c.WriteString("PONG")
+		r.c.WriteString("PONG")
 	case 2:
-		c.WriteBulk(args[1])
+		r.c.WriteBulk(r.args[1])
 	default:
-		wrongArity(c, args)
+		wrongArity(r)
 	}
 }
 
-func (b *Bridge) quit(c redcon.Conn, _ [][]byte) {
-	c.WriteString("OK")
-	_ = c.Close()
+func (b *Bridge) quit(r *request) {
+	r.c.WriteString("OK")
+	_ = r.c.Close()
 }
 
 // acquire: FENCE.ACQUIRE key owner ttl-ms [WAIT ms]
 // → [token, granted-ttl-ms], or null when another owner holds the lock.
-func (b *Bridge) acquire(c redcon.Conn, args [][]byte) {
+//
+// A waiting acquire survives leader changes: if the leader holding the wait
+// is deposed (UNCERTAIN), or cannot be reached, the acquire is sent again,
+// to the new leader, with what is left of the wait. That is safe because an
+// acquire by the same owner is idempotent: a grant that did happen is
+// returned again with the same token.
+func (b *Bridge) acquire(r *request) {
+	args := r.args
 	if len(args) != 4 && len(args) != 6 {
-		wrongArity(c, args)
+		wrongArity(r)
 		return
 	}
 	ttl, ok := parseMillis(args[3])
 	if !ok {
-		c.WriteError("ERR value is not an integer or out of range")
+		r.c.WriteError("ERR value is not an integer or out of range")
 		return
 	}
 	var wait time.Duration
 	if len(args) == 6 {
 		if !strings.EqualFold(string(args[4]), "WAIT") {
-			c.WriteError("ERR syntax error")
+			r.c.WriteError("ERR syntax error")
 			return
 		}
 		if wait, ok = parseMillis(args[5]); !ok {
-			c.WriteError("ERR value is not an integer or out of range")
+			r.c.WriteError("ERR value is not an integer or out of range")
 			return
 		}
 	}
 	ctx, cancel := b.requestCtx(wait)
 	defer cancel()
-	if wait > 0 {
-		// A client that hangs up while it waits leaves the queue.
-		stop := watchHangup(ctx, c.NetConn(), cancel)
-		defer stop()
-	}
-	g, granted, err := b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, wait)
-	if err != nil {
-		writeErr(c, err)
+	if wait == 0 {
+		g, granted, err := b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, 0)
+		b.writeGrant(ctx, r, g, granted, err)
 		return
 	}
-	if !granted {
-		c.WriteNull()
-		return
+	// A client that hangs up while it waits leaves the queue.
+	stop := watchHangup(ctx, r.c.NetConn(), cancel)
+	defer stop()
+	end := time.Now().Add(wait)
+	for {
+		left := time.Until(end).Truncate(time.Millisecond)
+		if left <= 0 {
+			r.c.WriteNull()
+			return
+		}
+		g, granted, err := b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, left)
+		var nl *server.NotLeaderError
+		switch {
+		case err == nil:
+			b.writeGrant(ctx, r, g, granted, nil)
+			return
+		case errors.As(err, &nl) && nl.LeaderAddr != "" && !r.conn.forwarded:
+			raw := encodeCommand(args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
+			reply, _, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, raw)
+			if ferr == nil && !resendable(reply) {
+				r.c.WriteRaw(reply)
+				return
+			}
+		case errors.Is(err, server.ErrUnknownOutcome), errors.Is(err, server.ErrNoLeader),
+			errors.Is(err, server.ErrNotLeader):
+		default:
+			writeErr(r.c, err)
+			return
+		}
+		if ctx.Err() != nil {
+			writeErr(r.c, ctx.Err())
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(resendPause):
+		}
 	}
-	c.WriteArray(2)
-	c.WriteUint64(g.Token)
-	c.WriteInt64(g.TTL.Milliseconds())
+}
+
+// resendable reports whether a leader's reply to a waiting acquire means
+// "ask the new leader": it lost leadership, or had none.
+func resendable(reply []byte) bool {
+	for _, p := range []string{"-UNCERTAIN ", "-NOTLEADER ", "-NOLEADER ", "-SHUTDOWN "} {
+		if bytes.HasPrefix(reply, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Bridge) writeGrant(ctx context.Context, r *request, g server.Grant, granted bool, err error) {
+	switch {
+	case err != nil:
+		b.fail(ctx, r, err)
+	case !granted:
+		r.c.WriteNull()
+	default:
+		r.c.WriteArray(2)
+		r.c.WriteUint64(g.Token)
+		r.c.WriteInt64(g.TTL.Milliseconds())
+	}
 }
 
 // extend: FENCE.EXTEND key owner ttl-ms → 1 extended, 0 not the holder.
-func (b *Bridge) extend(c redcon.Conn, args [][]byte) {
-	if len(args) != 4 {
-		wrongArity(c, args)
+func (b *Bridge) extend(r *request) {
+	if len(r.args) != 4 {
+		wrongArity(r)
 		return
 	}
-	ttl, ok := parseMillis(args[3])
+	ttl, ok := parseMillis(r.args[3])
 	if !ok {
-		c.WriteError("ERR value is not an integer or out of range")
+		r.c.WriteError("ERR value is not an integer or out of range")
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	writeBool(c, func() (bool, error) { return b.locker.Extend(ctx, string(args[1]), string(args[2]), ttl) })
+	ok, err := b.locker.Extend(ctx, string(r.args[1]), string(r.args[2]), ttl)
+	b.writeBool(ctx, r, ok, err)
 }
 
 // release: FENCE.RELEASE key owner → 1 released (or already released by this
 // owner), 0 otherwise.
-func (b *Bridge) release(c redcon.Conn, args [][]byte) {
-	if len(args) != 3 {
-		wrongArity(c, args)
+func (b *Bridge) release(r *request) {
+	if len(r.args) != 3 {
+		wrongArity(r)
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	writeBool(c, func() (bool, error) { return b.locker.Release(ctx, string(args[1]), string(args[2])) })
+	ok, err := b.locker.Release(ctx, string(r.args[1]), string(r.args[2]))
+	b.writeBool(ctx, r, ok, err)
 }
 
 // revoke: FENCE.REVOKE key → 1 if a holder's grant was ended, 0 if free.
 // An administrative force-release.
-func (b *Bridge) revoke(c redcon.Conn, args [][]byte) {
-	if len(args) != 2 {
-		wrongArity(c, args)
+func (b *Bridge) revoke(r *request) {
+	if len(r.args) != 2 {
+		wrongArity(r)
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	writeBool(c, func() (bool, error) { return b.locker.Revoke(ctx, string(args[1])) })
+	ok, err := b.locker.Revoke(ctx, string(r.args[1]))
+	b.writeBool(ctx, r, ok, err)
 }
 
 // status: FENCE.STATUS key → null if free, else [owner, token, remaining-ms].
-func (b *Bridge) status(c redcon.Conn, args [][]byte) {
-	if len(args) != 2 {
-		wrongArity(c, args)
+func (b *Bridge) status(r *request) {
+	if len(r.args) != 2 {
+		wrongArity(r)
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	s, held, err := b.locker.Status(ctx, string(args[1]))
+	s, held, err := b.locker.Status(ctx, string(r.args[1]))
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		b.fail(ctx, r, err)
 	case !held:
-		c.WriteNull()
+		r.c.WriteNull()
 	default:
-		c.WriteArray(3)
-		c.WriteBulkString(s.Owner)
-		c.WriteUint64(s.Token)
-		c.WriteInt64(max(s.Remaining.Milliseconds(), 1))
+		r.c.WriteArray(3)
+		r.c.WriteBulkString(s.Owner)
+		r.c.WriteUint64(s.Token)
+		r.c.WriteInt64(max(s.Remaining.Milliseconds(), 1))
 	}
 }
 
 // token: FENCE.TOKEN key → the current grant's token, or null if free.
-func (b *Bridge) token(c redcon.Conn, args [][]byte) {
-	if len(args) != 2 {
-		wrongArity(c, args)
+func (b *Bridge) token(r *request) {
+	if len(r.args) != 2 {
+		wrongArity(r)
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	s, held, err := b.locker.Status(ctx, string(args[1]))
+	s, held, err := b.locker.Status(ctx, string(r.args[1]))
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		b.fail(ctx, r, err)
 	case !held:
-		c.WriteNull()
+		r.c.WriteNull()
 	default:
-		c.WriteUint64(s.Token)
+		r.c.WriteUint64(s.Token)
 	}
 }
 
 // check: FENCE.CHECK key token → 1 if token is the current grant, else 0.
-func (b *Bridge) check(c redcon.Conn, args [][]byte) {
-	if len(args) != 3 {
-		wrongArity(c, args)
+func (b *Bridge) check(r *request) {
+	if len(r.args) != 3 {
+		wrongArity(r)
 		return
 	}
-	tok, err := strconv.ParseUint(string(args[2]), 10, 64)
+	tok, err := strconv.ParseUint(string(r.args[2]), 10, 64)
 	if err != nil {
-		c.WriteError("ERR value is not an integer or out of range")
+		r.c.WriteError("ERR value is not an integer or out of range")
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	writeBool(c, func() (bool, error) { return b.locker.Check(ctx, string(args[1]), tok) })
+	ok, err := b.locker.Check(ctx, string(r.args[1]), tok)
+	b.writeBool(ctx, r, ok, err)
 }
 
-// leader: FENCE.LEADER → [id, client-addr] of the leader, null if none known.
-func (b *Bridge) leader(c redcon.Conn, args [][]byte) {
-	if len(args) != 1 {
-		wrongArity(c, args)
-		return
-	}
-	id, addr := b.locker.Leader()
-	if id == "" {
-		c.WriteNull()
-		return
-	}
-	c.WriteArray(2)
-	c.WriteBulkString(id)
-	c.WriteBulkString(addr)
-}
-
-func writeBool(c redcon.Conn, f func() (bool, error)) {
-	ok, err := f()
+func (b *Bridge) writeBool(ctx context.Context, r *request, ok bool, err error) {
 	switch {
 	case err != nil:
-		writeErr(c, err)
+		b.fail(ctx, r, err)
 	case ok:
-		c.WriteInt(1)
+		r.c.WriteInt(1)
 	default:
-		c.WriteInt(0)
+		r.c.WriteInt(0)
 	}
 }

@@ -36,6 +36,8 @@ type Node struct {
 	store  *raftboltdb.BoltStore
 	stopCh chan struct{}
 	wg     sync.WaitGroup
+	// hadState reports that DataDir held Raft state when the node opened.
+	hadState bool
 
 	// mu guards everything below. Lock order: mu, then the table's own lock.
 	mu      sync.Mutex
@@ -179,6 +181,7 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("server: reading raft state: %w", err)
 	}
+	n.hadState = existing
 	switch {
 	case existing:
 		if cfg.Join {
@@ -203,6 +206,10 @@ func (n *Node) startRaft() error {
 
 // ID returns the node's Raft server ID.
 func (n *Node) ID() string { return n.id }
+
+// NeedsJoin reports that the node started without state in join mode: it is
+// not a member of any cluster until a leader adds it (Join).
+func (n *Node) NeedsJoin() bool { return n.cfg.Join && !n.hadState }
 
 // RaftAddr returns the Raft address other nodes reach this node on.
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }

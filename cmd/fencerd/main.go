@@ -28,6 +28,8 @@ func main() {
 
 type options struct {
 	id, dataDir, listen, raftListen, raftAdvertise string
+	advertise                                      string
+	join                                           []string
 	logLevel, raftLogLevel                         string
 	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
 }
@@ -55,6 +57,8 @@ Try it with redis-cli:
 	f.StringVar(&o.id, "id", "", "node ID (default: generated once and saved in the data directory)")
 	f.StringVar(&o.dataDir, "data-dir", "./"+def.DataDir, "directory for the Raft log, snapshots and node ID")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:7379", "RESP address for clients")
+	f.StringVar(&o.advertise, "advertise", "", "client address other nodes and clients use for this node (default: --listen)")
+	f.StringSliceVar(&o.join, "join", nil, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
 	f.StringVar(&o.raftListen, "raft-listen", "", "Raft address (default: the --listen host, port + 1)")
 	f.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-listen)")
 	f.DurationVar(&o.minTTL, "min-ttl", def.MinTTL, "shortest lease TTL a client may ask for")
@@ -89,6 +93,10 @@ func run(ctx context.Context, o options) error {
 	cfg := server.DefaultConfig()
 	cfg.ID, cfg.DataDir, cfg.Logger = o.id, o.dataDir, logger
 	cfg.RaftAddr, cfg.RaftAdvertise, cfg.ClientAddr = o.raftListen, o.raftAdvertise, o.listen
+	if o.advertise != "" {
+		cfg.ClientAddr = o.advertise
+	}
+	cfg.Join = len(o.join) > 0
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
 	if cfg.RaftAddr == "" {
 		a, err := raftAddrFor(o.listen)
@@ -124,7 +132,14 @@ func run(ctx context.Context, o options) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- bridge.Serve(ln) }()
-	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", cfg.RaftAddr, "data_dir", cfg.DataDir)
+	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", cfg.DataDir)
+	if node.NeedsJoin() {
+		go func() {
+			if err := redisbridge.JoinCluster(ctx, o.join, node.ID(), node.RaftAddr(), cfg.ClientAddr, logger); err != nil {
+				logger.Warn("gave up joining", "err", err)
+			}
+		}()
+	}
 
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,62 @@
+package redisbridge
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+)
+
+// joinRetry is the pause between rounds of join attempts.
+const joinRetry = time.Second
+
+// JoinCluster asks the cluster reachable at any of addrs (client addresses
+// of existing members) to add this node, with FENCE.JOIN, until one accepts
+// or ctx ends. Any member will do: a follower forwards the join to the
+// leader. Joining is idempotent, so retrying after an unknown outcome is
+// safe.
+func JoinCluster(ctx context.Context, addrs []string, id, raftAddr, clientAddr string, log *slog.Logger) error {
+	cmd := encodeCommand([]byte("FENCE.JOIN"), []byte(id), []byte(raftAddr), []byte(clientAddr))
+	for {
+		for _, addr := range addrs {
+			err := joinOnce(ctx, addr, cmd)
+			if err == nil {
+				log.Info("joined the cluster", "via", addr)
+				return nil
+			}
+			log.Warn("join attempt failed", "via", addr, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redisbridge: join: %w", ctx.Err())
+		case <-time.After(joinRetry):
+		}
+	}
+}
+
+func joinOnce(ctx context.Context, addr string, cmd []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	dl, _ := ctx.Deadline()
+	_ = conn.SetDeadline(dl)
+	if _, err := conn.Write(cmd); err != nil {
+		return err
+	}
+	reply, err := readReply(bufio.NewReader(conn))
+	if err != nil {
+		return err
+	}
+	if s := string(reply); s != "+OK\r\n" {
+		return fmt.Errorf("%s", strings.TrimSpace(strings.TrimPrefix(s, "-")))
+	}
+	return nil
+}
