@@ -1,0 +1,315 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fencerdBin is the fencerd binary built by TestMain.
+var fencerdBin string
+
+const (
+	// readyTimeout bounds how long a starting daemon may take to answer PING.
+	readyTimeout = 20 * time.Second
+	// stopTimeout is how long a daemon gets to exit after SIGTERM.
+	stopTimeout = 5 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: redis-cli is not on PATH; these tests drive fencerd with the real redis-cli."+
+			" Install it (Debian/Ubuntu: apt-get install redis-tools) and run them again.")
+		return 1
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "fencer-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	fencerdBin = filepath.Join(dir, "fencerd")
+	build := exec.Command("go", "build", "-o", fencerdBin, "./cmd/fencerd")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: building fencerd in %s: %v\n%s", root, err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// moduleRoot returns the nearest directory at or above the working directory
+// (the package directory under go test) that holds go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod found above the package directory")
+		}
+		dir = parent
+	}
+}
+
+// daemon is one fencerd: its flags and data directory, which outlive the
+// process so that it can be restarted, and the process currently running.
+type daemon struct {
+	dir     string // the test's temp dir: data dir and logs
+	dataDir string
+	addr    string // RESP address, 127.0.0.1:port
+	port    string
+	args    []string
+	starts  int
+	proc    *process
+}
+
+// process is one run of the binary.
+type process struct {
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed once Wait returned
+	state   *os.ProcessState
+}
+
+// startFencerd starts fencerd on a fresh data directory and free loopback
+// ports, waits until it answers PING, and stops it when the test ends.
+func startFencerd(t *testing.T) *daemon {
+	t.Helper()
+	dir := t.TempDir()
+	ports := freePorts(t, 2)
+	d := &daemon{
+		dir:     dir,
+		dataDir: filepath.Join(dir, "data"),
+		addr:    net.JoinHostPort("127.0.0.1", ports[0]),
+		port:    ports[0],
+	}
+	d.args = []string{
+		"--data-dir", d.dataDir,
+		"--listen", d.addr,
+		"--raft-listen", net.JoinHostPort("127.0.0.1", ports[1]),
+	}
+	d.start(t)
+	return d
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+// All listeners are held until every port is chosen, so none repeats.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var ports []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("finding a free port: %v", err)
+		}
+		defer ln.Close()
+		_, p, _ := net.SplitHostPort(ln.Addr().String())
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+// start runs the binary with the daemon's flags and waits until it answers
+// PING. The process is stopped (SIGTERM, then SIGKILL) when the test ends.
+func (d *daemon) start(t *testing.T) {
+	t.Helper()
+	if d.proc != nil && !d.proc.done() {
+		t.Fatalf("fencerd %s is already running", d.addr)
+	}
+	d.starts++
+	logPath := filepath.Join(d.dir, "fencerd-"+strconv.Itoa(d.starts)+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(fencerdBin, d.args...)
+	cmd.Dir = d.dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("starting fencerd: %v", err)
+	}
+	logFile.Close() // the child has its own descriptor
+	p := &process{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		p.state = cmd.ProcessState
+		close(p.exited)
+	}()
+	d.proc = p
+	t.Cleanup(func() {
+		p.stop(t)
+		p.checkLog(t)
+		if t.Failed() {
+			p.dumpLog(t)
+		}
+	})
+	d.waitPing(t, p)
+}
+
+// restart starts the binary again with the same flags and data directory.
+func (d *daemon) restart(t *testing.T) {
+	t.Helper()
+	d.start(t)
+}
+
+// waitPing waits until the RESP listener answers PING (which needs no
+// leader: the first lock command may still wait for the election).
+func (d *daemon) waitPing(t *testing.T, p *process) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if p.done() {
+			p.dumpLog(t)
+			t.Fatalf("fencerd exited before answering PING: %v", p.state)
+		}
+		if pingOnce(d.addr) == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.dumpLog(t)
+			t.Fatalf("fencerd %s did not answer PING within %v", d.addr, readyTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func pingOnce(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// kill9 kills the running process with SIGKILL and waits for it.
+func (d *daemon) kill9(t *testing.T) {
+	t.Helper()
+	p := d.proc
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !p.done() {
+		t.Fatalf("SIGKILL: %v", err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(stopTimeout):
+		t.Fatalf("fencerd did not exit within %v of SIGKILL", stopTimeout)
+	}
+}
+
+// terminate sends SIGTERM and returns the exit code and how long the process
+// took to exit. It fails the test if the process is still running after
+// stopTimeout (the cleanup then kills it).
+func (d *daemon) terminate(t *testing.T) (code int, took time.Duration) {
+	t.Helper()
+	p := d.proc
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	select {
+	case <-p.exited:
+		return p.state.ExitCode(), time.Since(start)
+	case <-time.After(stopTimeout):
+		t.Fatalf("fencerd did not exit within %v of SIGTERM", stopTimeout)
+		return -1, 0
+	}
+}
+
+// log returns what the running (or last) process wrote so far.
+func (d *daemon) log(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(d.proc.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (p *process) done() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process if it still runs: SIGTERM, then SIGKILL if it has
+// not exited within stopTimeout. It always waits for the process.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if p.done() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(stopTimeout):
+	}
+	t.Errorf("fencerd (pid %d) ignored SIGTERM for %v; sending SIGKILL", p.cmd.Process.Pid, stopTimeout)
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// checkLog fails the test if the process panicked or, when built with
+// -race, reported a data race.
+func (p *process) checkLog(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Errorf("reading %s: %v", p.logPath, err)
+		return
+	}
+	for _, bad := range []string{"panic:", "WARNING: DATA RACE", "fatal error:"} {
+		if bytes.Contains(b, []byte(bad)) {
+			t.Errorf("fencerd (pid %d) wrote %q to its log", p.cmd.Process.Pid, bad)
+		}
+	}
+}
+
+func (p *process) dumpLog(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Logf("reading %s: %v", p.logPath, err)
+		return
+	}
+	t.Logf("fencerd output (%s, pid %d):\n%s", filepath.Base(p.logPath), p.cmd.Process.Pid, b)
+}
