@@ -24,6 +24,9 @@ var (
 	ErrUnknownOutcome = errors.New("server: outcome unknown")
 	// ErrUnknownMember means FENCE.REMOVE named a node that is not a member.
 	ErrUnknownMember = errors.New("server: no such member")
+	// ErrDataDirInUse means another process holds the data directory's Raft
+	// store open.
+	ErrDataDirInUse = errors.New("server: data directory in use")
 	// ErrShutdown means the node is shutting down; nothing was proposed.
 	ErrShutdown = errors.New("server: shutting down")
 )

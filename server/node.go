@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
 
 // nodeIDFile holds the generated node ID inside the data directory.
@@ -143,7 +144,11 @@ func (n *Node) startRaft() error {
 		Output: os.Stderr,
 	})
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	dbPath := filepath.Join(cfg.DataDir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: time.Second}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return fmt.Errorf("%w: %s is locked by another process", ErrDataDirInUse, dbPath)
+	}
 	if err != nil {
 		return fmt.Errorf("server: opening raft store: %w", err)
 	}
@@ -298,7 +303,7 @@ func (n *Node) watchLeadership() {
 				n.leases.restartAll(n.table, time.Now())
 				n.ready = true
 				n.signalChangedLocked()
-				n.log.Info("leader ready", "locks", n.table.Len(), "last_index", n.table.LastIndex())
+				n.log.Info("leader ready", "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}
 			n.mu.Unlock()
 			n.kick()

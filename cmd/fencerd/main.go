@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -92,10 +93,7 @@ func run(ctx context.Context, o options) error {
 
 	cfg := server.DefaultConfig()
 	cfg.ID, cfg.DataDir, cfg.Logger = o.id, o.dataDir, logger
-	cfg.RaftAddr, cfg.RaftAdvertise, cfg.ClientAddr = o.raftListen, o.raftAdvertise, o.listen
-	if o.advertise != "" {
-		cfg.ClientAddr = o.advertise
-	}
+	cfg.RaftAddr, cfg.RaftAdvertise, cfg.ClientAddr = o.raftListen, o.raftAdvertise, o.advertise
 	cfg.Join = len(o.join) > 0
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
 	if cfg.RaftAddr == "" {
@@ -110,14 +108,18 @@ func run(ctx context.Context, o options) error {
 	if err := bcfg.Validate(); err != nil {
 		return err
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-
-	// Listen first: a port in use is reported before Raft touches the data.
+	// Listen first: a port in use is reported before Raft touches the data,
+	// and the bound address (port 0 resolved) is what others are told.
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if cfg.ClientAddr == "" {
+		cfg.ClientAddr = ln.Addr().String()
+	}
+	if err := cfg.Validate(); err != nil {
+		_ = ln.Close()
+		return withFlagHints(err)
 	}
 	node, err := server.Open(cfg)
 	if err != nil {
@@ -153,4 +155,22 @@ func run(ctx context.Context, o options) error {
 	}
 	logger.Info("stopped")
 	return err
+}
+
+// withFlagHints names the flag that sets each config field an error mentions.
+func withFlagHints(err error) error {
+	hints := []struct{ field, flag string }{
+		{"ClientAddr", "--advertise"}, {"RaftAdvertise", "--raft-advertise"}, {"RaftAddr", "--raft-listen"},
+		{"MinTTL", "--min-ttl"}, {"MaxTTL", "--max-ttl"}, {"MaxWait", "--max-wait"}, {"DataDir", "--data-dir"},
+	}
+	var used []string
+	for _, h := range hints {
+		if strings.Contains(err.Error(), "config "+h.field+":") {
+			used = append(used, h.flag)
+		}
+	}
+	if len(used) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\n(set with %s)", err, strings.Join(used, ", "))
 }
