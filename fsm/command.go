@@ -92,13 +92,20 @@ type Command struct {
 	// Waiter, if set, is granted the key after the command if the key is
 	// then free.
 	Waiter *Waiter
+
+	// Redis selects Redis's semantics for acquire and release, as SET NX and
+	// the Redlock scripts have them: an acquire of a held key is refused even
+	// for its holder, a release is not remembered, and a remembered release
+	// does not refuse the acquire.
+	Redis bool
 }
 
 // flags of the encoding.
 const (
 	flagLease  = 1 << 0
 	flagWaiter = 1 << 1
-	flagKnown  = flagLease | flagWaiter
+	flagRedis  = 1 << 2
+	flagKnown  = flagLease | flagWaiter | flagRedis
 )
 
 // Decoding errors.
@@ -113,7 +120,8 @@ var (
 
 // Encode appends the binary form of c to dst and returns it.
 //
-// Layout: version byte, op byte, flags byte, key, owner, uvarint TTL, then
+// Layout: version byte, op byte, flags byte (lease, waiter, Redis
+// semantics), key, owner, uvarint TTL, then
 // uvarint token and version if flagLease, then owner and uvarint TTL of the
 // waiter if flagWaiter. Strings are a uvarint length and the bytes.
 func (c Command) Encode(dst []byte) []byte {
@@ -123,6 +131,9 @@ func (c Command) Encode(dst []byte) []byte {
 	}
 	if c.Waiter != nil {
 		flags |= flagWaiter
+	}
+	if c.Redis {
+		flags |= flagRedis
 	}
 	dst = append(dst, EncodingVersion, byte(c.Op), flags)
 	dst = appendString(dst, c.Key)
@@ -156,6 +167,7 @@ func Decode(b []byte) (Command, error) {
 	c.Key = d.string()
 	c.Owner = d.string()
 	c.TTL = d.uvarint()
+	c.Redis = flags&flagRedis != 0
 	if flags&flagLease != 0 {
 		c.Lease = &LeaseRef{Token: d.uvarint(), Version: d.uvarint()}
 	}

@@ -17,6 +17,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Op: OpRevoke, Key: "k"},
 		{Op: OpGrant, Key: "k", Waiter: &Waiter{Owner: "w", TTL: 2}},
 		{Op: OpMember, Key: "n1", Owner: "127.0.0.1:7379"},
+		{Op: OpAcquire, Key: "k", Owner: "v", TTL: 8000, Redis: true},
 	}
 	for _, c := range cmds {
 		t.Run(c.Op.String(), func(t *testing.T) {
@@ -39,7 +40,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"truncated", valid[:len(valid)-1], ErrShortEntry},
 		{"trailing", append(append([]byte(nil), valid...), 0), ErrBadEntry},
 		{"unknown op", (&Command{Op: 99, Key: "k", Owner: "o"}).Encode(nil), ErrBadEntry},
-		{"unknown flag", []byte{1, 1, 4, 1, 'k', 1, 'o', 1}, ErrBadEntry},
+		{"unknown flag", []byte{1, 1, 8, 1, 'k', 1, 'o', 1}, ErrBadEntry},
 		{"empty key", acquire("", "o", 1).Encode(nil), ErrBadEntry},
 		{"acquire without owner", acquire("k", "", 1).Encode(nil), ErrBadEntry},
 		{"grant without waiter", (&Command{Op: OpGrant, Key: "k"}).Encode(nil), ErrBadEntry},

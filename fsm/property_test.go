@@ -50,6 +50,7 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 			c.Owner = ""
 			c.Waiter = &Waiter{Owner: owners[rng.Intn(len(owners))], TTL: 1000}
 		}
+		c.Redis = (c.Op == OpAcquire || c.Op == OpRelease) && rng.Intn(3) == 0
 		if c.Waiter == nil && rng.Intn(4) == 0 {
 			c.Waiter = &Waiter{Owner: owners[rng.Intn(len(owners))], TTL: 1000}
 		}

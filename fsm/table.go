@@ -192,12 +192,12 @@ func (t *Table) apply(index uint64, c Command) *Result {
 	switch c.Op {
 	case OpAcquire:
 		switch {
-		case cur == nil && t.remembered(c.Key, c.Owner):
+		case cur == nil && !c.Redis && t.remembered(c.Key, c.Owner):
 			r.Code = Refused
 		case cur == nil:
 			t.grant(c.Key, c.Owner, c.TTL, pos)
 			r.Code = Granted
-		case cur.Owner == c.Owner:
+		case cur.Owner == c.Owner && !c.Redis:
 			cur.TTL, cur.Version = c.TTL, pos
 			r.Code = Renewed
 		default:
@@ -214,9 +214,11 @@ func (t *Table) apply(index uint64, c Command) *Result {
 		switch {
 		case cur != nil && cur.Owner == c.Owner:
 			r.Freed = t.free(c.Key, cur)
-			t.remember(c.Key, cur.Owner, cur.Token, pos)
+			if !c.Redis {
+				t.remember(c.Key, cur.Owner, cur.Token, pos)
+			}
 			r.Code = Released
-		case t.remembered(c.Key, c.Owner):
+		case !c.Redis && t.remembered(c.Key, c.Owner):
 			r.Code = AlreadyReleased
 		default:
 			r.Code = NotHolder

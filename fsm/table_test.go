@@ -122,6 +122,22 @@ func TestCommands(t *testing.T) {
 			{release("k", "w"), Released, 0, 0},
 			{Command{Op: OpRevoke, Key: "k", Waiter: &Waiter{Owner: "w", TTL: 500}}, Stale, 0, WaiterRefused},
 		}},
+		{"redis acquire by the holder is refused", []step{
+			{Command{Op: OpAcquire, Key: "k", Owner: "v", TTL: 1000, Redis: true}, Granted, 1, 0},
+			{Command{Op: OpAcquire, Key: "k", Owner: "v", TTL: 1000, Redis: true}, Held, 1, 0},
+		}},
+		{"redis release is not remembered", []step{
+			{Command{Op: OpAcquire, Key: "k", Owner: "v", TTL: 1000, Redis: true}, Granted, 1, 0},
+			{Command{Op: OpRelease, Key: "k", Owner: "v", Redis: true}, Released, 0, 0},
+			{Command{Op: OpRelease, Key: "k", Owner: "v", Redis: true}, NotHolder, 0, 0},
+			{Command{Op: OpAcquire, Key: "k", Owner: "v", TTL: 1000, Redis: true}, Granted, 4, 0},
+		}},
+		{"redis acquire ignores a native release memory", []step{
+			{acquire("k", "v", 1000), Granted, 1, 0},
+			{release("k", "v"), Released, 0, 0},
+			{acquire("k", "v", 1000), Refused, 0, 0},
+			{Command{Op: OpAcquire, Key: "k", Owner: "v", TTL: 1000, Redis: true}, Granted, 4, 0},
+		}},
 		{"grant hands a free key to the waiter", []step{
 			{Command{Op: OpGrant, Key: "k", Waiter: &Waiter{Owner: "w", TTL: 500}}, Granted, 1, WaiterGranted},
 			{Command{Op: OpGrant, Key: "k", Waiter: &Waiter{Owner: "v", TTL: 500}}, Held, 1, WaiterNone},

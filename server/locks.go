@@ -31,6 +31,18 @@ type Status struct {
 // wait passes. A newer wait by the same owner takes the older one's place in
 // the line.
 func (n *Node) Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (g Grant, granted bool, err error) {
+	return n.acquire(ctx, key, owner, ttl, wait, false)
+}
+
+// AcquireRedis grants key to value for ttl with the semantics of Redis's
+// SET key value NX PX ttl: it is refused while the key is held, even by the
+// same value, and a release by value is not remembered, so the value may take
+// the key again after releasing it. The grant carries a token like any other.
+func (n *Node) AcquireRedis(ctx context.Context, key, value string, ttl time.Duration) (Grant, bool, error) {
+	return n.acquire(ctx, key, value, ttl, 0, true)
+}
+
+func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Duration, redis bool) (g Grant, granted bool, err error) {
 	if err := n.checkLease(key, owner, ttl); err != nil {
 		return Grant{}, false, err
 	}
@@ -55,6 +67,7 @@ func (n *Node) Acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 	for {
 		n.mu.Lock()
 		c, line := n.acquireCmdLocked(key, owner, ttlMS, wait > 0)
+		c.Redis = redis
 		if line {
 			w := n.enqueueLocked(key, owner, ttlMS)
 			n.mu.Unlock()
@@ -199,6 +212,16 @@ func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration)
 // same commit. It reports true if the lock was released, or if owner's
 // release of it is remembered (a repeated release).
 func (n *Node) Release(ctx context.Context, key, owner string) (bool, error) {
+	return n.release(ctx, key, owner, false)
+}
+
+// ReleaseRedis frees key if value holds it, as the Redlock release scripts
+// do; the release is not remembered.
+func (n *Node) ReleaseRedis(ctx context.Context, key, value string) (bool, error) {
+	return n.release(ctx, key, value, true)
+}
+
+func (n *Node) release(ctx context.Context, key, owner string, redis bool) (bool, error) {
 	if err := n.checkNames(key, owner); err != nil {
 		return false, err
 	}
@@ -206,13 +229,26 @@ func (n *Node) Release(ctx context.Context, key, owner string) (bool, error) {
 		return false, err
 	}
 	n.mu.Lock()
-	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Waiter: n.headWaiterLocked(key)}
+	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Waiter: n.headWaiterLocked(key), Redis: redis}
 	n.mu.Unlock()
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err
 	}
 	return r.Code == fsm.Released || r.Code == fsm.AlreadyReleased, nil
+}
+
+// ExtendHolder renews the lease of whoever holds key for ttl, as Redis's
+// PEXPIRE does; it carries no owner, so it is outside fencer's guarantees.
+// It reports false if the key is free (or its lease ran out on the leader).
+func (n *Node) ExtendHolder(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	s, held, err := n.Status(ctx, key)
+	if err != nil || !held {
+		return false, err
+	}
+	// If the holder changed since the read, the extend names the old owner
+	// and fails: it never renews a lease it did not see.
+	return n.Extend(ctx, key, s.Owner, ttl)
 }
 
 // Revoke frees key whoever holds it: an administrative force-release. It is

@@ -459,3 +459,32 @@ func TestCloseAnswersWaiters(t *testing.T) {
 	_, _, err := n.Acquire(ctxT(t), "k", "w", time.Second, 0)
 	assert.ErrorIs(t, err, ErrShutdown)
 }
+
+func TestRedisSemantics(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	g, ok, err := n.AcquireRedis(ctx, "r", "v", 5*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = n.AcquireRedis(ctx, "r", "v", 5*time.Second)
+	require.NoError(t, err)
+	assert.False(t, ok, "SET NX with the same value is refused while held")
+	ok, err = n.ReleaseRedis(ctx, "r", "v")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = n.ReleaseRedis(ctx, "r", "v")
+	require.NoError(t, err)
+	assert.False(t, ok, "a Redis release is not remembered")
+	g2, ok, err := n.AcquireRedis(ctx, "r", "v", 5*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok, "after a release the same value may take the key again")
+	assert.Greater(t, g2.Token, g.Token)
+
+	ok, err = n.ExtendHolder(ctx, "r", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.InDelta(t, time.Minute, mustStatus(t, n, "r").Remaining, float64(5*time.Second))
+	ok, err = n.ExtendHolder(ctx, "free", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}
