@@ -1,0 +1,227 @@
+package fencehttp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/fence"
+	"github.com/fencerlock/fencer/fence/fencehttp"
+)
+
+// store is a protected resource behind the middleware: a document per path,
+// and the tokens of the writes that reached it, in the order they landed.
+type store struct {
+	mu     sync.Mutex
+	docs   map[string]string
+	landed []uint64
+}
+
+func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token, ok := fence.TokenFrom(r.Context())
+	if !ok {
+		http.Error(w, "handler got no token in its context", http.StatusInternalServerError)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.docs[r.URL.Path] = string(body)
+	s.landed = append(s.landed, token)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func byPath(r *http.Request) string { return r.URL.Path }
+
+// startStore serves a fenced store on a loopback port.
+func startStore(t *testing.T, opts ...fencehttp.Option) (*store, *httptest.Server) {
+	t.Helper()
+	s := &store{docs: map[string]string{}}
+	srv := httptest.NewServer(fencehttp.Middleware(fence.NewMemory(), byPath, opts...)(s))
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+// put sends body to url with the given Fencing-Token header values and
+// returns the status and the response body.
+func put(t *testing.T, c *http.Client, url, body string, tokens ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range tokens {
+		req.Header.Add(fencehttp.Header, tok)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("PUT %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestMiddleware(t *testing.T) {
+	s, srv := startStore(t)
+	steps := []struct {
+		name     string
+		path     string
+		tokens   []string
+		wantCode int
+		wantBody string // substring
+	}{
+		{"no header", "/a", nil, 400, "missing Fencing-Token header"},
+		{"not a number", "/a", []string{"abc"}, 400, `"abc" is not an unsigned decimal integer`},
+		{"negative", "/a", []string{"-1"}, 400, "invalid Fencing-Token"},
+		{"plus sign", "/a", []string{"+5"}, 400, "invalid Fencing-Token"},
+		{"two headers", "/a", []string{"5", "6"}, 400, "2 values"},
+		{"first holder", "/a", []string{"5"}, 204, ""},
+		{"same holder again", "/a", []string{"5"}, 204, ""},
+		{"stale holder", "/a", []string{"4"}, 409, `fence: stale token 4 for "/a": token 5 was already admitted`},
+		{"other resource is independent", "/b", []string{"1"}, 204, ""},
+		{"newer holder", "/a", []string{"7"}, 204, ""},
+		{"previous holder is now stale", "/a", []string{"5"}, 409, "token 7 was already admitted"},
+	}
+	for i, st := range steps {
+		code, body := put(t, srv.Client(), srv.URL+st.path, fmt.Sprint("v", i), st.tokens...)
+		if code != st.wantCode || !strings.Contains(body, st.wantBody) {
+			t.Errorf("%s: got %d %q, want %d with %q", st.name, code, body, st.wantCode, st.wantBody)
+		}
+	}
+	if s.docs["/a"] != "v9" || s.docs["/b"] != "v8" {
+		t.Errorf("store holds %v, want /a=v9 (token 7), /b=v8", s.docs)
+	}
+	if fmt.Sprint(s.landed) != "[5 5 1 7]" {
+		t.Errorf("writes landed with tokens %v, want [5 5 1 7]", s.landed)
+	}
+}
+
+func TestMiddlewareBadTokenHandler(t *testing.T) {
+	var got error
+	s, srv := startStore(t, fencehttp.WithBadToken(func(w http.ResponseWriter, r *http.Request, err error) {
+		got = err
+		http.Error(w, "token required", http.StatusUnauthorized)
+	}))
+	code, body := put(t, srv.Client(), srv.URL+"/a", "x")
+	if code != http.StatusUnauthorized || body != "token required\n" || !errors.Is(got, fencehttp.ErrMissingToken) {
+		t.Errorf("missing token: %d %q, handler saw %v", code, body, got)
+	}
+	put(t, srv.Client(), srv.URL+"/a", "x", "0x10")
+	if !errors.Is(got, fencehttp.ErrInvalidToken) {
+		t.Errorf("invalid token: handler saw %v", got)
+	}
+	if len(s.landed) != 0 {
+		t.Errorf("writes without a valid token landed: %v", s.landed)
+	}
+}
+
+func TestTransport(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, strings.Join(r.Header.Values(fencehttp.Header), ","))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	var lease uint64 = 41
+	withSource := &http.Client{Transport: &fencehttp.Transport{
+		Base:   srv.Client().Transport,
+		Source: fencehttp.TokenFunc(func() uint64 { return lease }),
+	}}
+	bare := &http.Client{Transport: &fencehttp.Transport{Base: srv.Client().Transport}}
+
+	send := func(c *http.Client, ctx context.Context, header string) *http.Request {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("body"))
+		if header != "" {
+			req.Header.Set(fencehttp.Header, header)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return req
+	}
+	ctx := context.Background()
+	req := send(withSource, ctx, "")
+	if req.Header.Get(fencehttp.Header) != "" {
+		t.Error("Transport modified the caller's request")
+	}
+	lease = 42
+	send(withSource, ctx, "")
+	send(withSource, fence.WithToken(ctx, 7), "")
+	send(withSource, ctx, "99")
+	send(bare, ctx, "")
+	send(bare, fence.WithToken(ctx, 8), "")
+	want := []string{"41", "42", "7", "99", "", "8"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("server saw Fencing-Token %q, want %q", seen, want)
+	}
+}
+
+// TestConcurrentInterleavedTokens: holders with tokens 1..n write to one
+// path at once through their own Transport. The writes that land are in
+// token order; the newest holder is never refused; every refusal is a 409.
+func TestConcurrentInterleavedTokens(t *testing.T) {
+	const holders, writes = 8, 25
+	s, srv := startStore(t)
+	refused := make([]int, holders+1)
+	var wg sync.WaitGroup
+	for h := 1; h <= holders; h++ {
+		c := &http.Client{Transport: &fencehttp.Transport{
+			Base:   srv.Client().Transport,
+			Source: fencehttp.TokenFunc(func() uint64 { return uint64(h) }),
+		}, Timeout: 30 * time.Second}
+		wg.Go(func() {
+			for i := range writes {
+				if rand.IntN(3) == 0 {
+					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+				}
+				resp, err := c.Post(srv.URL+"/doc", "text/plain", strings.NewReader(fmt.Sprintf("h%d-%d", h, i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusNoContent:
+				case http.StatusConflict:
+					refused[h]++
+				default:
+					t.Errorf("holder %d: status %d", h, resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 1; i < len(s.landed); i++ {
+		if s.landed[i] < s.landed[i-1] {
+			t.Fatalf("write with token %d landed after token %d", s.landed[i], s.landed[i-1])
+		}
+	}
+	if refused[holders] != 0 {
+		t.Errorf("the newest holder was refused %d times", refused[holders])
+	}
+	total := len(s.landed)
+	for _, n := range refused {
+		total += n
+	}
+	if total != holders*writes {
+		t.Errorf("%d writes landed or were refused, want %d", total, holders*writes)
+	}
+	if !strings.HasPrefix(s.docs["/doc"], fmt.Sprintf("h%d-", holders)) {
+		t.Errorf("store holds %q, want a write of holder %d", s.docs["/doc"], holders)
+	}
+}
