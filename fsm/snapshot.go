@@ -15,7 +15,8 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-const snapshotVersion byte = 1
+// snapshotVersion 2 added the members section; version 1 is still read.
+const snapshotVersion byte = 2
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -181,8 +182,9 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		return nil, fmt.Errorf("%w: bad magic", ErrBadSnapshot)
 	}
 	d := decoder{b: data[len(snapshotMagic):]}
-	if v := d.byte(); d.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("%w: unknown version %d", ErrBadSnapshot, v)
+	version := d.byte()
+	if d.err == nil && version != 1 && version != snapshotVersion {
+		return nil, fmt.Errorf("%w: unknown version %d", ErrBadSnapshot, version)
 	}
 	t := New()
 	t.memWindow, t.memMax = memWindow, memMax
@@ -218,7 +220,10 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 			t.memQueue = append(t.memQueue, memRef{key: key, pos: m.pos})
 		}
 	}
-	nMembers := d.uvarint()
+	var nMembers uint64
+	if version >= 2 {
+		nMembers = d.uvarint()
+	}
 	if d.err == nil && nMembers > uint64(len(d.b)) {
 		return nil, fmt.Errorf("%w: %d members in %d bytes", ErrBadSnapshot, nMembers, len(d.b))
 	}

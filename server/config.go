@@ -92,7 +92,7 @@ func (c *Config) Validate() error {
 		bad("ClientAddr", "must be set")
 	} else if host, _, err := net.SplitHostPort(c.ClientAddr); err != nil {
 		bad("ClientAddr", "%v", err)
-	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		bad("ClientAddr", "%q is not an address others can dial", c.ClientAddr)
 	}
 	if c.Transport != nil {
@@ -106,7 +106,7 @@ func (c *Config) Validate() error {
 		adv = c.RaftAddr
 	}
 	if host, _, err := net.SplitHostPort(adv); err == nil {
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 			bad("RaftAdvertise", "%q is not an address other nodes can dial; set RaftAdvertise", adv)
 		}
 	} else if c.RaftAdvertise != "" {

@@ -36,6 +36,24 @@ func (ls *lessor) set(key string, l fsm.Lease, now time.Time) {
 	d := now.Add(time.Duration(l.TTL) * time.Millisecond)
 	ls.leases[key] = &timedLease{ref: l.Ref(), deadline: d}
 	heap.Push(&ls.queue, deadlineItem{key: key, ref: l.Ref(), deadline: d})
+	if len(ls.queue) > 2*len(ls.leases)+1024 {
+		ls.compact()
+	}
+}
+
+// compact drops the heap entries of renewed or freed leases. Only a leader
+// pops them as they come due, so a follower would otherwise keep one per
+// renewal.
+func (ls *lessor) compact() {
+	q := ls.queue[:0]
+	for _, it := range ls.queue {
+		if tl, ok := ls.leases[it.key]; ok && tl.ref == it.ref && tl.deadline.Equal(it.deadline) {
+			q = append(q, it)
+		}
+	}
+	clear(ls.queue[len(q):])
+	ls.queue = q
+	heap.Init(&ls.queue)
 }
 
 // drop forgets key's lease if it is the one with token.

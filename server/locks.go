@@ -66,12 +66,16 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 	waitEnd := time.Now().Add(wait)
 	for {
 		n.mu.Lock()
-		c, line := n.acquireCmdLocked(key, owner, ttlMS, wait > 0)
+		c, act := n.acquireCmdLocked(key, owner, ttlMS, wait > 0)
 		c.Redis = redis
-		if line {
+		switch act {
+		case actQueue:
 			w := n.enqueueLocked(key, owner, ttlMS)
 			n.mu.Unlock()
 			return n.awaitGrant(ctx, w, waitEnd)
+		case actRefuse:
+			n.mu.Unlock()
+			return Grant{}, false, nil
 		}
 		n.mu.Unlock()
 
@@ -99,23 +103,40 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 	}
 }
 
-// acquireCmdLocked builds the acquire entry. line reports that the request
-// should join the queue instead: others already wait for the key.
-func (n *Node) acquireCmdLocked(key, owner string, ttl uint64, waits bool) (c fsm.Command, line bool) {
-	c = fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl}
+// acquireAction says what an acquire does next.
+type acquireAction int
+
+const (
+	actPropose acquireAction = iota // propose the entry
+	actQueue                        // join the wait queue
+	actRefuse                       // answer "not granted" without an entry
+)
+
+// acquireCmdLocked builds the acquire entry, or decides that the request
+// queues (others already wait for the key) or is refused (the key's lease ran
+// out but waiters come first; the expiry hands it to them).
+func (n *Node) acquireCmdLocked(key, owner string, ttl uint64, waits bool) (fsm.Command, acquireAction) {
+	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl}
 	l, held := n.table.Get(key)
 	queued := n.waits.head(key) != nil
-	if waits && queued && !(held && l.Owner == owner) {
-		return c, true
-	}
-	if held && !queued && n.leases.remaining(key, l.Ref(), time.Now()) <= 0 {
+	expired := held && n.leases.remaining(key, l.Ref(), time.Now()) <= 0
+	switch {
+	case queued && (!held || l.Owner != owner || expired):
+		// Waiters come first, also before a holder whose lease ran out.
+		if waits {
+			return c, actQueue
+		}
+		if expired {
+			return c, actRefuse
+		}
+	case expired:
 		// The lease ran out on this leader but its Expire is not yet
 		// committed: end it in the same entry, so the lock reads and acts
-		// as free at once.
+		// as free at once (a holder then gets a new token, not a renewal).
 		ref := l.Ref()
 		c.Lease = &ref
 	}
-	return c, false
+	return c, actPropose
 }
 
 func (n *Node) enqueueLocked(key, owner string, ttl uint64) *waiter {

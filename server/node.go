@@ -247,7 +247,8 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.ready = false
-	n.waits.failAll(ErrShutdown)
+	// An entry handing the lock to a waiter may be in flight.
+	n.waits.failAll(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
 	n.signalChangedLocked()
 	n.mu.Unlock()
 	close(n.stopCh)

@@ -488,3 +488,54 @@ func TestRedisSemantics(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 }
+
+// A holder whose lease ran out on the leader does not renew it ahead of the
+// waiters: the expiry hands the lock to the first waiter.
+func TestExpiredHolderDoesNotJumpTheQueue(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	const ttl = time.Second
+	mustAcquire(t, n, "k", "holder", ttl)
+	got := make(chan Grant, 1)
+	go func() {
+		g, ok, err := n.Acquire(ctx, "k", "waiter", 10*time.Second, 8*time.Second)
+		if err == nil && ok {
+			got <- g
+		}
+		close(got)
+	}()
+	require.Eventually(t, func() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.waits.count() == 1 }, 5*time.Second, 5*time.Millisecond)
+	// Stop the lessor from acting so the lease is past its deadline with
+	// the waiter still queued, then let the holder try to renew.
+	n.mu.Lock()
+	n.ready = false
+	n.mu.Unlock()
+	time.Sleep(ttl + 200*time.Millisecond)
+	n.mu.Lock()
+	n.ready = true
+	n.mu.Unlock()
+	_, ok, err := n.Acquire(ctx, "k", "holder", ttl, 0)
+	require.NoError(t, err)
+	assert.False(t, ok, "the expired holder must not renew ahead of the waiter")
+	n.kick()
+	select {
+	case g, ok := <-got:
+		require.True(t, ok, "waiter not granted")
+		assert.Equal(t, "waiter", mustStatus(t, n, "k").Owner)
+		assert.Positive(t, g.Token)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not granted after the expiry")
+	}
+}
+
+func TestLessorCompactsRenewals(t *testing.T) {
+	ls := newLessor()
+	now := time.Now()
+	for i := uint64(1); i <= 10000; i++ {
+		ls.set("k", fsm.Lease{Owner: "o", Token: 1, TTL: 1000, Version: i}, now)
+	}
+	assert.LessOrEqual(t, len(ls.queue), 2*len(ls.leases)+1024)
+	d, ok := ls.next()
+	require.True(t, ok)
+	assert.Equal(t, now.Add(time.Second), d)
+}
