@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencerlock/fencer/server"
@@ -88,6 +89,7 @@ type Bridge struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+	active atomic.Int64 // handlers running
 }
 
 // New returns a bridge serving locker; call Serve to start it.
@@ -142,6 +144,12 @@ func (b *Bridge) Close() error {
 	b.once.Do(func() {
 		b.cancel()
 		if b.srv != nil {
+			// Let handlers answer (a waiting acquire gets its error) and
+			// redcon flush, before the connections are closed.
+			for end := time.Now().Add(2 * time.Second); b.active.Load() > 0 && time.Now().Before(end); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond)
 			err = b.srv.Close()
 			<-b.done
 		}
@@ -151,6 +159,8 @@ func (b *Bridge) Close() error {
 }
 
 func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
+	b.active.Add(1)
+	defer b.active.Add(-1)
 	name := strings.ToLower(string(cmd.Args[0]))
 	h, ok := b.cmds[name]
 	if !ok {
@@ -258,8 +268,11 @@ func writeErr(c redcon.Conn, err error) {
 		c.WriteError("NOLEADER no leader is available; retry later")
 	case errors.Is(err, server.ErrShutdown), errors.Is(err, context.Canceled):
 		c.WriteError("SHUTDOWN the server is shutting down")
+	case errors.Is(err, context.DeadlineExceeded):
+		// Not proposed: ctx ran out before the command reached Raft.
+		c.WriteError("TIMEOUT the request timed out before it took effect; retry later")
 	default:
-		c.WriteError("ERR " + err.Error())
+		c.WriteError("ERR " + strings.TrimPrefix(err.Error(), "server: "))
 	}
 }
 

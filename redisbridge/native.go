@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -84,10 +85,18 @@ func (b *Bridge) acquire(r *request) {
 	stop := watchHangup(ctx, r.c.NetConn(), cancel)
 	defer stop()
 	end := time.Now().Add(wait)
-	for {
-		left := time.Until(end).Truncate(time.Millisecond)
-		if left <= 0 {
-			r.c.WriteNull()
+	// uncertain is set once an attempt may have been granted unseen; the
+	// request then never ends in a plain null, only in a grant, a definite
+	// answer from a later attempt, or UNCERTAIN.
+	uncertain := false
+	var last error
+	for attempt := 0; ; attempt++ {
+		left := wait
+		if attempt > 0 {
+			left = time.Until(end).Truncate(time.Millisecond)
+		}
+		if left <= 0 || ctx.Err() != nil {
+			b.endWait(r, uncertain, last)
 			return
 		}
 		g, granted, err := b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, left)
@@ -96,27 +105,49 @@ func (b *Bridge) acquire(r *request) {
 		case err == nil:
 			b.writeGrant(ctx, r, g, granted, nil)
 			return
-		case errors.As(err, &nl) && nl.LeaderAddr != "" && !r.conn.forwarded:
+		case r.conn.forwarded:
+			// The node that forwarded this wait re-sends it itself, to
+			// whichever node leads now.
+			writeErr(r.c, err)
+			return
+		case errors.As(err, &nl) && nl.LeaderAddr != "":
 			raw := encodeCommand(args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
-			reply, _, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, raw)
-			if ferr == nil && !resendable(reply) {
+			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, raw)
+			switch {
+			case ferr != nil:
+				uncertain = uncertain || sent
+				last = server.ErrNoLeader
+			case resendable(reply):
+				uncertain = uncertain || bytes.HasPrefix(reply, []byte("-UNCERTAIN ")) || bytes.HasPrefix(reply, []byte("-SHUTDOWN "))
+				last = server.ErrNoLeader
+			default:
 				r.c.WriteRaw(reply)
 				return
 			}
-		case errors.Is(err, server.ErrUnknownOutcome), errors.Is(err, server.ErrNoLeader),
-			errors.Is(err, server.ErrNotLeader):
+		case errors.Is(err, server.ErrUnknownOutcome):
+			uncertain, last = true, err
+		case errors.Is(err, server.ErrNoLeader), errors.Is(err, server.ErrNotLeader):
+			last = err
 		default:
 			writeErr(r.c, err)
-			return
-		}
-		if ctx.Err() != nil {
-			writeErr(r.c, ctx.Err())
 			return
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(resendPause):
 		}
+	}
+}
+
+// endWait answers a waiting acquire whose time ran out between attempts.
+func (b *Bridge) endWait(r *request, uncertain bool, last error) {
+	switch {
+	case uncertain:
+		writeErr(r.c, fmt.Errorf("%w: the wait ended after a leader change left an earlier attempt's outcome unknown", server.ErrUnknownOutcome))
+	case last != nil:
+		writeErr(r.c, last)
+	default:
+		r.c.WriteNull()
 	}
 }
 
