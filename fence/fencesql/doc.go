@@ -1,0 +1,33 @@
+// Package fencesql fences writes to a SQL database (database/sql) with the
+// rule of package fence: a write carrying token t is admitted only if t is at
+// least the highest token already admitted for its resource, and the check
+// is made by the database, in the same statement or transaction as the
+// write.
+//
+// Two forms:
+//
+//   - Table: each row carries its own token column, and Write is one
+//     INSERT … ON CONFLICT DO UPDATE … WHERE token <= new token. The row is
+//     the resource. One statement, no transaction needed. Deleting such a row
+//     would forget its token, so delete by writing a tombstone (or use
+//     Tokens).
+//   - Tokens: a table of (resource, token) pairs, and Do, which opens a
+//     transaction, admits the token with the same upsert (which also locks
+//     the resource's row until the transaction ends), runs any writes to any
+//     tables in it, and commits. A stale token rolls everything back.
+//
+// The upsert syntax is shared by PostgreSQL (9.5 and later) and SQLite
+// (3.24 and later); the Dialect says which placeholders to use. MySQL's
+// ON DUPLICATE KEY UPDATE does not report a refused update the same way and
+// is not supported.
+//
+// With PostgreSQL, at the default READ COMMITTED isolation, a write that
+// meets a row being written by another transaction waits for it to end and
+// then re-checks the row's new token. With SQLite, a writer holds the whole
+// database until it commits; give the connection a busy timeout (for
+// modernc.org/sqlite, _pragma=busy_timeout(10000) in the DSN) so that
+// concurrent writers wait instead of failing with SQLITE_BUSY.
+//
+// Tokens are stored as BIGINT, so a token above 1<<63-1 is refused with
+// ErrTokenRange; fencer's tokens are Raft log indices and never come near.
+package fencesql

@@ -1,0 +1,398 @@
+package fencesql_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/fence"
+	"github.com/fencerlock/fencer/fence/fencesql"
+)
+
+// backend is one real database the tests run against.
+type backend struct {
+	dialect fencesql.Dialect
+	db      *sql.DB
+}
+
+// eachBackend runs f against a fresh PostgreSQL database and a fresh SQLite
+// database, as subtests.
+func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	t.Run("postgres", func(t *testing.T) { f(t, backend{fencesql.Postgres, openPostgres(t)}) })
+	t.Run("sqlite", func(t *testing.T) { f(t, backend{fencesql.SQLite, openSQLite(t)}) })
+}
+
+func (b backend) exec(t *testing.T, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := b.db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// landingLog creates a table "landed" that a trigger fills with the token of
+// every row of table that is inserted or updated, in the order the writes
+// land (seq): the database's own record of what got through.
+func (b backend) landingLog(t *testing.T, table string) {
+	t.Helper()
+	if b.dialect == fencesql.Postgres {
+		b.exec(t,
+			`CREATE TABLE landed (seq BIGSERIAL PRIMARY KEY, token BIGINT NOT NULL)`,
+			`CREATE FUNCTION log_landing() RETURNS trigger LANGUAGE plpgsql AS $$
+			 BEGIN INSERT INTO landed (token) VALUES (NEW.token); RETURN NEW; END $$`,
+			`CREATE TRIGGER `+table+`_landed AFTER INSERT OR UPDATE ON `+table+` FOR EACH ROW EXECUTE FUNCTION log_landing()`)
+		return
+	}
+	b.exec(t,
+		`CREATE TABLE landed (seq INTEGER PRIMARY KEY AUTOINCREMENT, token INTEGER NOT NULL)`,
+		`CREATE TRIGGER `+table+`_inserted AFTER INSERT ON `+table+` BEGIN INSERT INTO landed (token) VALUES (NEW.token); END`,
+		`CREATE TRIGGER `+table+`_updated AFTER UPDATE ON `+table+` BEGIN INSERT INTO landed (token) VALUES (NEW.token); END`)
+}
+
+// landed returns the tokens in the landing log, in landing order.
+func (b backend) landed(t *testing.T) []uint64 {
+	t.Helper()
+	rows, err := b.db.Query(`SELECT token FROM landed ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []uint64
+	for rows.Next() {
+		var tok int64
+		if err := rows.Scan(&tok); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, uint64(tok))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func wantStale(t *testing.T, err error, resource string, token, highest uint64) {
+	t.Helper()
+	var stale *fence.StaleTokenError
+	if !errors.As(err, &stale) {
+		t.Fatalf("err = %v, want a *fence.StaleTokenError", err)
+	}
+	if stale.Resource != resource || stale.Token != token || stale.Highest != highest {
+		t.Fatalf("StaleTokenError %+v, want resource %q, token %d, highest %d", *stale, resource, token, highest)
+	}
+}
+
+func TestTableWrite(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		b.exec(t, `CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT, author TEXT)`)
+		docs, err := fencesql.NewTable(b.dialect, "docs", "id", "token", "body", "author")
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := []struct {
+			key       string
+			token     uint64
+			body      string
+			staleOver uint64 // the highest that refuses it, 0 if admitted
+		}{
+			{"a", 5, "first", 0},
+			{"a", 5, "first, edited", 0},
+			{"a", 4, "late", 5},
+			{"b", 1, "other row", 0},
+			{"a", 9, "newer holder", 0},
+			{"a", 5, "old holder again", 9},
+		}
+		for _, st := range steps {
+			err := docs.Write(ctx, b.db, st.key, st.token, st.body, "w"+fmt.Sprint(st.token))
+			if st.staleOver == 0 {
+				if err != nil {
+					t.Fatalf("write %q with token %d: %v", st.body, st.token, err)
+				}
+				continue
+			}
+			wantStale(t, err, st.key, st.token, st.staleOver)
+		}
+		got := map[string]string{}
+		rows, err := b.db.Query(`SELECT id, token, body, author FROM docs`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, body, author string
+			var tok int64
+			if err := rows.Scan(&id, &tok, &body, &author); err != nil {
+				t.Fatal(err)
+			}
+			got[id] = fmt.Sprintf("%d %s %s", tok, body, author)
+		}
+		want := map[string]string{"a": "9 newer holder w9", "b": "1 other row w1"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("table holds %v, want %v", got, want)
+		}
+		if err := docs.Write(ctx, b.db, "a", 1<<63, "x", "y"); !errors.Is(err, fencesql.ErrTokenRange) {
+			t.Errorf("token 1<<63: %v, want ErrTokenRange", err)
+		}
+		if err := docs.Write(ctx, b.db, "a", 10, "too few values"); !errors.Is(err, fencesql.ErrDefinition) {
+			t.Errorf("one value for two columns: %v, want ErrDefinition", err)
+		}
+	})
+}
+
+// TestTableWriteInTransaction: a refused write inside a transaction leaves
+// the transaction usable, and its other writes commit.
+func TestTableWriteInTransaction(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		b.exec(t, `CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT)`,
+			`CREATE TABLE notes (note TEXT)`)
+		docs, _ := fencesql.NewTable(b.dialect, "docs", "id", "token", "body")
+		if err := docs.Write(ctx, b.db, "a", 7, "seven"); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := b.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStale(t, docs.Write(ctx, tx, "a", 6, "six"), "a", 6, 7)
+		if _, err := tx.Exec(`INSERT INTO notes (note) VALUES ('refused 6')`); err != nil {
+			t.Fatalf("transaction unusable after a refused write: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		var body, note string
+		if err := b.db.QueryRow(`SELECT body FROM docs WHERE id = 'a'`).Scan(&body); err != nil || body != "seven" {
+			t.Errorf("docs[a] = %q, %v; want seven", body, err)
+		}
+		if err := b.db.QueryRow(`SELECT note FROM notes`).Scan(&note); err != nil || note != "refused 6" {
+			t.Errorf("note = %q, %v", note, err)
+		}
+	})
+}
+
+func TestTokensDo(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		tokens, err := fencesql.NewTokens(b.dialect, "fence_tokens")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tokens.CreateTable(ctx, b.db); err != nil {
+			t.Fatal(err)
+		}
+		if err := tokens.CreateTable(ctx, b.db); err != nil {
+			t.Fatalf("CreateTable again: %v", err)
+		}
+		b.exec(t, `CREATE TABLE ledger (account TEXT, amount BIGINT, token BIGINT)`,
+			`CREATE TABLE balances (account TEXT PRIMARY KEY, balance BIGINT)`,
+			`INSERT INTO balances VALUES ('acct', 0)`)
+		deposit := func(token uint64, amount int64, fail error) error {
+			return tokens.Do(ctx, b.db, "account/acct", token, func(tx *sql.Tx) error {
+				if _, err := tx.Exec(`INSERT INTO ledger VALUES ('acct', ` + fmt.Sprint(amount) + `, ` + fmt.Sprint(token) + `)`); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(`UPDATE balances SET balance = balance + ` + fmt.Sprint(amount)); err != nil {
+					return err
+				}
+				return fail
+			})
+		}
+		if _, ok, err := tokens.Highest(ctx, b.db, "account/acct"); ok || err != nil {
+			t.Fatalf("Highest before any write: %v, %v", ok, err)
+		}
+		if err := deposit(10, 100, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := deposit(12, 5, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantStale(t, deposit(11, 1000, nil), "account/acct", 11, 12)
+		boom := errors.New("payment service down")
+		if err := deposit(13, 7, boom); !errors.Is(err, boom) {
+			t.Fatalf("failing write: %v", err)
+		}
+		// The failed write with 13 was rolled back with its admission, so 12
+		// is still the highest and its holder may go on.
+		if h, ok, err := tokens.Highest(ctx, b.db, "account/acct"); h != 12 || !ok || err != nil {
+			t.Fatalf("Highest = %d, %v, %v; want 12", h, ok, err)
+		}
+		if err := deposit(12, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		var balance, entries int64
+		if err := b.db.QueryRow(`SELECT balance FROM balances`).Scan(&balance); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.db.QueryRow(`SELECT count(*) FROM ledger`).Scan(&entries); err != nil {
+			t.Fatal(err)
+		}
+		if balance != 106 || entries != 3 {
+			t.Errorf("balance %d over %d ledger entries, want 106 over 3 (tokens 10, 12, 12)", balance, entries)
+		}
+	})
+}
+
+// TestPostgresQualifiedName: a schema-qualified table name is quoted part
+// by part.
+func TestPostgresQualifiedName(t *testing.T) {
+	b := backend{fencesql.Postgres, openPostgres(t)}
+	b.exec(t, `CREATE SCHEMA app`, `CREATE TABLE app."Docs" (id INT PRIMARY KEY, tok BIGINT NOT NULL, body TEXT)`)
+	docs, _ := fencesql.NewTable(fencesql.Postgres, `app.Docs`, "id", "tok", "body")
+	ctx := context.Background()
+	if err := docs.Write(ctx, b.db, 1, 3, "x"); err != nil {
+		t.Fatal(err)
+	}
+	wantStale(t, docs.Write(ctx, b.db, 1, 2, "y"), "1", 2, 3)
+}
+
+// writers runs holders with tokens 1..holders, each writing `writes` times
+// through write, concurrently; holder h starts 2(h-1) ms after the first, so
+// that each overlaps the next few, as a paused holder overlaps its
+// successors. It returns how often each token was refused and fails the test
+// on any error that is not a refusal.
+func writers(t *testing.T, holders, writes int, write func(token uint64, i int) error) []int {
+	t.Helper()
+	refused := make([]int, holders+1)
+	var wg sync.WaitGroup
+	for h := 1; h <= holders; h++ {
+		wg.Go(func() {
+			time.Sleep(time.Duration(h-1) * 2 * time.Millisecond)
+			for i := range writes {
+				if rand.IntN(3) == 0 {
+					time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+				}
+				err := write(uint64(h), i)
+				var stale *fence.StaleTokenError
+				switch {
+				case err == nil:
+				case errors.As(err, &stale) && stale.Token == uint64(h) && stale.Highest > uint64(h):
+					refused[h]++
+				default:
+					t.Errorf("holder %d, write %d: %v", h, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return refused
+}
+
+// checkHistory fails the test if a lower token landed after a higher one,
+// if the newest holder was refused, or if writes went missing.
+func checkHistory(t *testing.T, landed []uint64, refused []int, holders, writes int) {
+	t.Helper()
+	for i := 1; i < len(landed); i++ {
+		if landed[i] < landed[i-1] {
+			t.Fatalf("a write with token %d landed after one with token %d (%d of %d)", landed[i], landed[i-1], i, len(landed))
+		}
+	}
+	if refused[holders] != 0 {
+		t.Errorf("the newest holder (token %d) was refused %d times", holders, refused[holders])
+	}
+	total := len(landed)
+	for _, n := range refused {
+		total += n
+	}
+	if total != holders*writes {
+		t.Errorf("%d writes landed or were refused, want %d", total, holders*writes)
+	}
+	t.Logf("%d writes landed, %d refused; tokens landed: %s", len(landed), holders*writes-len(landed), runs(landed))
+}
+
+// runs abbreviates a landing history: 1×3 2×1 5×12 …
+func runs(tokens []uint64) string {
+	var sb strings.Builder
+	for i := 0; i < len(tokens); {
+		j := i
+		for j < len(tokens) && tokens[j] == tokens[i] {
+			j++
+		}
+		fmt.Fprintf(&sb, "%d×%d ", tokens[i], j-i)
+		i = j
+	}
+	return strings.TrimSpace(sb.String())
+}
+
+func TestTableConcurrentInterleavedTokens(t *testing.T) {
+	const holders, writes = 8, 25
+	eachBackend(t, func(t *testing.T, b backend) {
+		b.exec(t, `CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT)`)
+		b.landingLog(t, "docs")
+		docs, _ := fencesql.NewTable(b.dialect, "docs", "id", "token", "body")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		refused := writers(t, holders, writes, func(token uint64, i int) error {
+			return docs.Write(ctx, b.db, "doc", token, fmt.Sprintf("holder %d write %d", token, i))
+		})
+		checkHistory(t, b.landed(t), refused, holders, writes)
+		var tok int64
+		var body string
+		if err := b.db.QueryRow(`SELECT token, body FROM docs WHERE id = 'doc'`).Scan(&tok, &body); err != nil {
+			t.Fatal(err)
+		}
+		if tok != holders || !strings.HasPrefix(body, fmt.Sprintf("holder %d ", holders)) {
+			t.Errorf("row holds token %d, %q; want the newest holder's", tok, body)
+		}
+	})
+}
+
+func TestTokensConcurrentInterleavedTokens(t *testing.T) {
+	const holders, writes = 8, 25
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		tokens, _ := fencesql.NewTokens(b.dialect, "fence_tokens")
+		if err := tokens.CreateTable(ctx, b.db); err != nil {
+			t.Fatal(err)
+		}
+		// The guarded write appends to a log, whose sequence the database
+		// assigns, and overwrites a summary row: two statements that only
+		// the transaction keeps together.
+		events := `CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, token BIGINT NOT NULL)`
+		if b.dialect == fencesql.Postgres {
+			events = `CREATE TABLE events (seq BIGSERIAL PRIMARY KEY, token BIGINT NOT NULL)`
+		}
+		b.exec(t, events, `CREATE TABLE summary (id INT PRIMARY KEY, last_token BIGINT, count BIGINT)`,
+			`INSERT INTO summary VALUES (1, 0, 0)`)
+		refused := writers(t, holders, writes, func(token uint64, i int) error {
+			return tokens.Do(ctx, b.db, "stream", token, func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO events (token) VALUES (%d)`, token)); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE summary SET last_token = %d, count = count + 1`, token))
+				return err
+			})
+		})
+		rows, err := b.db.Query(`SELECT token FROM events ORDER BY seq`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var landed []uint64
+		for rows.Next() {
+			var tok int64
+			if err := rows.Scan(&tok); err != nil {
+				t.Fatal(err)
+			}
+			landed = append(landed, uint64(tok))
+		}
+		rows.Close()
+		checkHistory(t, landed, refused, holders, writes)
+		var last, count int64
+		if err := b.db.QueryRow(`SELECT last_token, count FROM summary`).Scan(&last, &count); err != nil {
+			t.Fatal(err)
+		}
+		if last != holders || count != int64(len(landed)) {
+			t.Errorf("summary: last token %d, count %d; want %d, %d", last, count, holders, len(landed))
+		}
+	})
+}
