@@ -1,9 +1,11 @@
 package fencehttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -40,9 +42,14 @@ func ParseToken(h http.Header) (uint64, error) {
 	return t, nil
 }
 
+// DefaultMaxBody is how much of a request body Middleware reads before the
+// request takes its turn, unless WithMaxBody says otherwise.
+const DefaultMaxBody = 1 << 20
+
 // config is what the Options set.
 type config struct {
 	badToken func(w http.ResponseWriter, r *http.Request, err error)
+	maxBody  int64
 }
 
 // Option configures Middleware.
@@ -57,6 +64,18 @@ func WithBadToken(h func(w http.ResponseWriter, r *http.Request, err error)) Opt
 	return func(c *config) { c.badToken = h }
 }
 
+// WithMaxBody sets how many bytes of a request body Middleware reads before
+// the request takes its turn at the resource. Reading first means that a
+// client that stalls in mid-upload (paused, or behind a slow link) holds up
+// nobody: the resource is held only while the handler runs on a body
+// already in memory. A longer body gets 413 Request Entity Too Large. The
+// default is DefaultMaxBody (1 MiB). n < 0 turns the reading off: the
+// handler then reads the body during its turn, and a stalled client holds
+// the resource until the server's ReadTimeout ends its request.
+func WithMaxBody(n int64) Option {
+	return func(c *config) { c.maxBody = n }
+}
+
 // Middleware returns middleware that admits each request through v, for the
 // resource that resource names and the token in its Fencing-Token header.
 //
@@ -67,6 +86,9 @@ func WithBadToken(h func(w http.ResponseWriter, r *http.Request, err error)) Opt
 // its request's context (fence.TokenFrom), to pass on to storage that checks
 // tokens itself.
 //
+// The request body is read before the request takes its turn (see
+// WithMaxBody).
+//
 // A stale token gets 409 Conflict and a text body naming both tokens, for
 // example
 //
@@ -75,9 +97,12 @@ func WithBadToken(h func(w http.ResponseWriter, r *http.Request, err error)) Opt
 // A context that ends before the request's turn gets 503 Service
 // Unavailable; the handler did not run.
 func Middleware(v fence.Validator, resource func(*http.Request) string, opts ...Option) func(http.Handler) http.Handler {
-	c := config{badToken: func(w http.ResponseWriter, _ *http.Request, err error) {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-	}}
+	c := config{
+		badToken: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		},
+		maxBody: DefaultMaxBody,
+	}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -87,6 +112,19 @@ func Middleware(v fence.Validator, resource func(*http.Request) string, opts ...
 			if err != nil {
 				c.badToken(w, r, err)
 				return
+			}
+			if c.maxBody >= 0 && r.Body != nil && r.Body != http.NoBody {
+				body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody))
+				var tooLarge *http.MaxBytesError
+				switch {
+				case errors.As(err, &tooLarge):
+					http.Error(w, fmt.Sprintf("fencehttp: request body over %d bytes", c.maxBody), http.StatusRequestEntityTooLarge)
+					return
+				case err != nil:
+					http.Error(w, "fencehttp: reading request body: "+err.Error(), http.StatusBadRequest)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
 			err = v.Admit(r.Context(), resource(r), token, func(ctx context.Context) error {
 				next.ServeHTTP(w, r.WithContext(fence.WithToken(ctx, token)))

@@ -1,13 +1,16 @@
 package fencehttp_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,9 +23,10 @@ import (
 // store is a protected resource behind the middleware: a document per path,
 // and the tokens of the writes that reached it, in the order they landed.
 type store struct {
-	mu     sync.Mutex
-	docs   map[string]string
-	landed []uint64
+	mu      sync.Mutex
+	docs    map[string]string
+	landed  []uint64
+	entered chan string // if set, told each request's token as its handler starts
 }
 
 func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -30,6 +34,9 @@ func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		http.Error(w, "handler got no token in its context", http.StatusInternalServerError)
 		return
+	}
+	if s.entered != nil {
+		s.entered <- strconv.FormatUint(token, 10)
 	}
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
@@ -223,5 +230,103 @@ func TestConcurrentInterleavedTokens(t *testing.T) {
 	}
 	if !strings.HasPrefix(s.docs["/doc"], fmt.Sprintf("h%d-", holders)) {
 		t.Errorf("store holds %q, want a write of holder %d", s.docs["/doc"], holders)
+	}
+}
+
+// stalledPut starts a PUT with the given token and a 10-byte body on a raw
+// connection, sends 3 bytes of the body and stops, as a paused client
+// would. finish sends the rest and returns the status line.
+func stalledPut(t *testing.T, srv *httptest.Server, token string) (finish func() string) {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	head := "PUT /a HTTP/1.1\r\nHost: store\r\nFencing-Token: " + token + "\r\nContent-Length: 10\r\n\r\nsta"
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	return func() string {
+		if _, err := io.WriteString(c, "lled!!!"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stalled request's response: %v", err)
+		}
+		return strings.TrimSpace(line)
+	}
+}
+
+// TestStalledUploadHoldsNobody: a request whose body stalls has not taken
+// its turn, so a newer holder's request goes through; when the stalled body
+// arrives, its token is checked then, and refused.
+func TestStalledUploadHoldsNobody(t *testing.T) {
+	s, srv := startStore(t)
+	finish := stalledPut(t, srv, "1")
+	code, body := put(t, srv.Client(), srv.URL+"/a", "from holder 2", "2")
+	if code != http.StatusNoContent {
+		t.Fatalf("newer holder: %d %q", code, body)
+	}
+	if got := finish(); got != "HTTP/1.1 409 Conflict" {
+		t.Errorf("stalled stale request answered %q, want 409", got)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.docs["/a"] != "from holder 2" {
+		t.Errorf("store holds %q", s.docs["/a"])
+	}
+}
+
+// TestUnbufferedBodyHoldsTheResource shows what WithMaxBody(-1) costs: a
+// request whose body stalls inside the handler holds the resource's turn,
+// and the next request for it waits.
+func TestUnbufferedBodyHoldsTheResource(t *testing.T) {
+	s, srv := startStore(t, fencehttp.WithMaxBody(-1))
+	s.entered = make(chan string, 1)
+	finish := stalledPut(t, srv, "1")
+	if tok := <-s.entered; tok != "1" {
+		t.Fatalf("handler entered with token %s", tok)
+	}
+	second := make(chan int, 1)
+	go func() {
+		code, _ := put(t, srv.Client(), srv.URL+"/a", "from holder 2", "2")
+		second <- code
+	}()
+	select {
+	case code := <-second:
+		t.Fatalf("the second request finished (%d) while the first held the resource", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := finish(); got != "HTTP/1.1 204 No Content" {
+		t.Errorf("stalled request answered %q, want 204", got)
+	}
+	if tok := <-s.entered; tok != "2" {
+		t.Fatalf("handler entered with token %s", tok)
+	}
+	if code := <-second; code != http.StatusNoContent {
+		t.Errorf("second request: %d", code)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.docs["/a"] != "from holder 2" || fmt.Sprint(s.landed) != "[1 2]" {
+		t.Errorf("store holds %q, landed %v", s.docs["/a"], s.landed)
+	}
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	s, srv := startStore(t, fencehttp.WithMaxBody(10))
+	if code, body := put(t, srv.Client(), srv.URL+"/a", "0123456789", "1"); code != http.StatusNoContent {
+		t.Fatalf("10 bytes: %d %q", code, body)
+	}
+	if code, body := put(t, srv.Client(), srv.URL+"/a", "0123456789!", "1"); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "over 10 bytes") {
+		t.Errorf("11 bytes: %d %q, want 413", code, body)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.docs["/a"] != "0123456789" {
+		t.Errorf("store holds %q", s.docs["/a"])
 	}
 }
