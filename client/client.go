@@ -1,0 +1,374 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client talks to a fencer cluster through any subset of its nodes' client
+// addresses. Every node accepts every command (followers forward to the
+// leader), so one address is enough while that node is up; give several to
+// survive its loss. A Client is safe for concurrent use; create one and
+// share it.
+type Client struct {
+	cfg    config
+	nodes  []*node
+	ctx    context.Context // cancelled (cause ErrClosed) by Close
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // background work: renewals, clean-up releases
+
+	mu    sync.Mutex
+	cur   int  // index of the node requests go to
+	probe bool // ask the current node who leads before the next request
+}
+
+// node is one address and its connection pool.
+type node struct {
+	addr string
+	opts redis.Options
+	rdb  *redis.Client
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	dialer          func(ctx context.Context, network, addr string) (net.Conn, error)
+	requestTimeout  time.Duration
+	failoverTimeout time.Duration
+	drift           float64
+}
+
+// WithRequestTimeout bounds one attempt at one node; when it passes, the
+// client tries the next node (acquire, extend and release are safe to
+// repeat). A waiting acquire gets its wait on top. Renewals use at most half
+// of the lease's remaining validity, so that a slow node leaves time to try
+// another. The default is 5s.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *config) { c.requestTimeout = d }
+}
+
+// WithFailoverTimeout bounds how long a request keeps trying the nodes while
+// none of them can serve it (all down, or no leader) before it fails with
+// ErrNoLeader. It should exceed an election (a few seconds). Renewals are
+// bounded by the lease's validity instead. The default is 15s.
+func WithFailoverTimeout(d time.Duration) Option {
+	return func(c *config) { c.failoverTimeout = d }
+}
+
+// WithDrift sets the clock drift allowance as a fraction of a lease's TTL:
+// the client counts a lease valid until TTL × (1 − factor) − 2ms after it
+// sent the request that granted or extended it, so that its view ends before
+// the server's. Mutexes can override it with WithDriftFactor. The default is
+// 0.01, as in redsync.
+func WithDrift(factor float64) Option {
+	return func(c *config) { c.drift = factor }
+}
+
+// WithDialer sets the function that opens connections to the nodes, for TLS,
+// proxies or tests. The default is a net.Dialer with the request timeout.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *config) { c.dialer = dial }
+}
+
+// Defaults.
+const (
+	defaultRequestTimeout  = 5 * time.Second
+	defaultFailoverTimeout = 15 * time.Second
+	defaultDrift           = 0.01
+	// driftFloor is added to every drift allowance, as redsync does.
+	driftFloor = 2 * time.Millisecond
+	// Backoff between rounds of attempts over all nodes.
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = time.Second
+	// leaderProbeTimeout bounds asking a node who leads.
+	leaderProbeTimeout = time.Second
+)
+
+// New returns a Client for the cluster reachable at addrs (host:port client
+// addresses, as given to fencerd --listen or --advertise). It does not
+// connect until the first request.
+func New(addrs []string, opts ...Option) (*Client, error) {
+	cfg := config{
+		requestTimeout:  defaultRequestTimeout,
+		failoverTimeout: defaultFailoverTimeout,
+		drift:           defaultDrift,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case len(addrs) == 0:
+		return nil, fmt.Errorf("%w: no addresses", ErrInvalidArgument)
+	case cfg.requestTimeout <= 0:
+		return nil, fmt.Errorf("%w: request timeout %v is not positive", ErrInvalidArgument, cfg.requestTimeout)
+	case cfg.failoverTimeout <= 0:
+		return nil, fmt.Errorf("%w: failover timeout %v is not positive", ErrInvalidArgument, cfg.failoverTimeout)
+	case cfg.drift < 0 || cfg.drift >= 0.5:
+		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidArgument, cfg.drift)
+	}
+	c := &Client{cfg: cfg, probe: len(addrs) > 1}
+	seen := make(map[string]bool)
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("%w: address %q: %v", ErrInvalidArgument, a, err)
+		}
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		n := &node{addr: a, opts: redis.Options{
+			Addr: a,
+			// fencerd speaks RESP2 and has no CLIENT SETINFO.
+			Protocol:        2,
+			DisableIdentity: true,
+			// The client retries itself, on another node.
+			MaxRetries:    -1,
+			DialerRetries: 1,
+			DialTimeout:   cfg.requestTimeout,
+			// Every request carries a deadline in its context.
+			ReadTimeout:           -1,
+			WriteTimeout:          -1,
+			ContextTimeoutEnabled: true,
+			Dialer:                cfg.dialer,
+		}}
+		n.rdb = redis.NewClient(&n.opts)
+		c.nodes = append(c.nodes, n)
+	}
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	return c, nil
+}
+
+// Close ends every lease of the client (their contexts are cancelled with
+// cause ErrClosed; the server frees them when their TTL passes) and closes
+// its connections. Release leases first to free them at once.
+func (c *Client) Close() error {
+	c.cancel(ErrClosed)
+	c.wg.Wait()
+	var errs []error
+	for _, n := range c.nodes {
+		if err := n.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Addrs returns the addresses the client was given, without duplicates.
+func (c *Client) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// pick returns the node to send the next request to. After a failure (and
+// at first use) it asks that node who leads, and moves to the leader if the
+// leader is one of the client's addresses, saving the forwarding hop.
+func (c *Client) pick(ctx context.Context) *node {
+	c.mu.Lock()
+	n, probe := c.nodes[c.cur], c.probe
+	c.probe = false
+	c.mu.Unlock()
+	if !probe {
+		return n
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(leaderProbeTimeout, c.cfg.requestTimeout))
+	defer cancel()
+	v, err := n.rdb.Do(pctx, "FENCE.LEADER").Slice()
+	if err != nil || len(v) != 2 {
+		return n
+	}
+	addr, _ := v[1].(string)
+	if l := c.nodeAt(addr); l != nil {
+		c.mu.Lock()
+		if c.nodes[c.cur] == n {
+			c.cur = c.index(l)
+		}
+		n = c.nodes[c.cur]
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// failed moves requests off n after a transient failure: to the leader the
+// node named, if the client knows that address, else to the next address.
+func (c *Client) failed(n *node, leader string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[c.cur] != n {
+		return // someone else moved already
+	}
+	if l := c.nodeAt(leader); l != nil && l != n {
+		c.cur = c.index(l)
+		return
+	}
+	c.cur = (c.cur + 1) % len(c.nodes)
+	c.probe = len(c.nodes) > 1
+}
+
+func (c *Client) nodeAt(addr string) *node {
+	if addr == "" {
+		return nil
+	}
+	for _, n := range c.nodes {
+		if n.addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *Client) index(n *node) int {
+	for i, x := range c.nodes {
+		if x == n {
+			return i
+		}
+	}
+	return 0
+}
+
+// retry says how exchange retries.
+type retry struct {
+	// attempt returns the timeout of the next attempt; zero or less means
+	// stop trying.
+	attempt func() time.Duration
+	// failover bounds the time spent on transient failures; zero means
+	// only ctx and attempt bound it.
+	failover time.Duration
+}
+
+// standard is the retry policy of one-off requests.
+func (c *Client) standard() retry {
+	return retry{
+		attempt:  func() time.Duration { return c.cfg.requestTimeout },
+		failover: c.cfg.failoverTimeout,
+	}
+}
+
+// exchange sends args to the current node and returns the reply (nil for a
+// null reply) and the time just before the attempt that produced it was
+// sent. Transient failures are retried on the next node, and after a round
+// over all nodes with a growing pause, until ctx ends or the policy says
+// stop. Only commands that are safe to repeat may go through it.
+func (c *Client) exchange(ctx context.Context, p retry, args ...any) (reply any, sent time.Time, err error) {
+	start := time.Now()
+	backoff := minBackoff
+	var last error
+	for tries := 1; ; tries++ {
+		if err := c.ctx.Err(); err != nil {
+			return nil, sent, context.Cause(c.ctx)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, sent, stopped(ctx, last)
+		}
+		timeout := p.attempt()
+		if timeout <= 0 {
+			return nil, sent, unavailable(last)
+		}
+		n := c.pick(ctx)
+		sent = time.Now()
+		v, err := c.attempt(ctx, n, timeout, args...)
+		switch {
+		case err == nil:
+			return v, sent, nil
+		case errors.Is(err, redis.Nil):
+			return nil, sent, nil
+		case ctx.Err() != nil:
+			return nil, sent, stopped(ctx, err)
+		}
+		f := classify(err)
+		if !f.transient {
+			return nil, sent, f.err
+		}
+		last = fmt.Errorf("%s: %w", n.addr, err)
+		c.failed(n, f.leader)
+		if p.failover > 0 && time.Since(start) >= p.failover {
+			return nil, sent, unavailable(last)
+		}
+		if tries%len(c.nodes) == 0 {
+			if err := sleep(ctx, c.ctx, jitter(backoff)); err != nil {
+				continue // reported at the top of the loop
+			}
+			backoff = min(2*backoff, maxBackoff)
+		}
+	}
+}
+
+// attempt sends one command to n. It returns as soon as ctx ends, even if
+// the node has not answered (the request then finishes in the background
+// within timeout), so that a cancelled caller never waits for a dead node.
+func (c *Client) attempt(ctx context.Context, n *node, timeout time.Duration, args ...any) (any, error) {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer cancel()
+		v, err := n.rdb.Do(actx, args...).Result()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.ctx.Done():
+		return nil, context.Cause(c.ctx)
+	}
+}
+
+// stopped is the error for a request whose context ended; it wraps the
+// context's error and the last failure, if any.
+func stopped(ctx context.Context, last error) error {
+	if last == nil || errors.Is(last, ctx.Err()) {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
+}
+
+func unavailable(last error) error {
+	if last == nil {
+		return ErrNoLeader
+	}
+	return fmt.Errorf("%w (last error: %w)", ErrNoLeader, last)
+}
+
+// sleep waits for d, or until either context ends.
+func sleep(ctx, cctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-cctx.Done():
+		return context.Cause(cctx)
+	}
+}
+
+// jitter spreads d over [d/2, d) so that clients do not retry in step.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+// allowance is the drift allowance for a lease of ttl.
+func allowance(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + driftFloor
+}
+
+// millis converts a duration for the wire: whole milliseconds, at least 1.
+func millis(d time.Duration) int64 {
+	return max(d.Milliseconds(), 1)
+}

@@ -1,0 +1,91 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors returned by the client. The errors returned wrap them with details
+// (the lock, the node, the server's message); test for them with errors.Is.
+// A cancelled or expired context is reported by wrapping ctx.Err(), so
+// errors.Is(err, context.Canceled) and errors.Is(err, context.DeadlineExceeded)
+// work as usual.
+var (
+	// ErrLocked means another owner holds the lock. It is also returned when
+	// the server remembers this owner's own release of the lock: an owner
+	// value serves one lease only.
+	ErrLocked = errors.New("client: lock held by another owner")
+	// ErrLeaseLost means a lease ended without being released: the server
+	// said its owner no longer holds the lock, or the client-side validity
+	// ran out before a renewal succeeded. Work done under the lease after
+	// that is unprotected; the fencing token is what keeps it out of storage.
+	ErrLeaseLost = errors.New("client: lease lost")
+	// ErrReleased is the cause of a released lease's context (see
+	// context.Cause).
+	ErrReleased = errors.New("client: lease released")
+	// ErrNoLeader means no node could serve the request: every address was
+	// unreachable, or the cluster had no leader, for the whole failover
+	// timeout (see WithFailoverTimeout).
+	ErrNoLeader = errors.New("client: no leader reachable")
+	// ErrInvalidArgument means the request itself is wrong (an empty name, a
+	// TTL the server does not allow, a malformed address); nothing was done.
+	ErrInvalidArgument = errors.New("client: invalid argument")
+	// ErrClosed means the Client was closed.
+	ErrClosed = errors.New("client: closed")
+)
+
+// Errors with redsync's names, returned by Mutex together with the errors
+// above (errors.Is matches both): a Lock that fails because the lock is held
+// returns an error that is both ErrFailed and ErrLocked.
+var (
+	// ErrFailed means Mutex.Lock or Mutex.TryLock did not get the lock.
+	ErrFailed = errors.New("client: failed to acquire lock")
+	// ErrExtendFailed means Mutex.Extend did not extend the lock.
+	ErrExtendFailed = errors.New("client: failed to extend lock")
+	// ErrLockAlreadyExpired means Mutex.Unlock found the lock no longer held
+	// by this mutex's value.
+	ErrLockAlreadyExpired = errors.New("client: failed to unlock, lock was already expired")
+)
+
+// failure is what the client makes of an error from one attempt at one node.
+type failure struct {
+	err error
+	// transient errors are retried on another node: the node is down or
+	// unreachable, the cluster has no leader, the outcome is unknown.
+	transient bool
+	// leader is the leader's client address when the node named it.
+	leader string
+}
+
+// classify sorts an error from go-redis. Error replies start with a word that
+// says what kind they are (see docs/protocol.md); anything that is not an
+// error reply is a network failure.
+func classify(err error) failure {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return failure{err: err, transient: true}
+	}
+	msg := re.Error()
+	word, rest, _ := strings.Cut(msg, " ")
+	switch word {
+	case "UNCERTAIN", "NOLEADER", "SHUTDOWN", "TIMEOUT", "LOADING", "TRYAGAIN":
+		return failure{err: err, transient: true}
+	case "NOTLEADER":
+		f := failure{err: err, transient: true}
+		if i := strings.LastIndex(rest, " at "); i >= 0 {
+			f.leader = strings.TrimSpace(rest[i+len(" at "):])
+		}
+		return f
+	case "ERR":
+		// A request whose deadline passed on the server before anything was
+		// proposed; nothing was done, so it is safe to retry.
+		if strings.Contains(rest, "context deadline exceeded") {
+			return failure{err: err, transient: true}
+		}
+		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, rest)}
+	}
+	return failure{err: fmt.Errorf("client: unexpected reply: %s", msg)}
+}

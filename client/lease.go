@@ -1,0 +1,418 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// LeaseOption configures Acquire and TryAcquire.
+type LeaseOption func(*leaseConfig)
+
+type leaseConfig struct {
+	ttl       time.Duration
+	autoRenew bool
+	owner     string
+}
+
+// defaultTTL is the TTL of leases and mutexes, redsync's default expiry.
+const defaultTTL = 8 * time.Second
+
+// WithTTL sets the lease's time to live: the server frees the lock when it
+// has not been extended for that long. The server accepts 100ms to 24h by
+// default. The default is 8s.
+func WithTTL(ttl time.Duration) LeaseOption {
+	return func(c *leaseConfig) { c.ttl = ttl }
+}
+
+// WithAutoRenew keeps the lease alive in the background, extending it about
+// every TTL/3, until it is released. Transient failures (a node down, an
+// election) are retried on the other addresses while the lease is still
+// valid; the lease's context is cancelled only when the lease is definitely
+// lost or its validity runs out. The default is no renewal.
+func WithAutoRenew() LeaseOption {
+	return func(c *leaseConfig) { c.autoRenew = true }
+}
+
+// WithOwner sets the owner value sent to the server instead of a random one.
+// It must be unique per lease: the server refuses an acquire by an owner
+// whose release of the same lock it remembers, and treats two holders with
+// the same owner as one. The default is 16 random bytes, base64-encoded.
+func WithOwner(owner string) LeaseOption {
+	return func(c *leaseConfig) { c.owner = owner }
+}
+
+// Lease is a granted lock: its fencing token, and a context that lives as
+// long as the lease is valid.
+//
+// Pass Token to the storage the lock protects, with every write, and let the
+// storage reject a token lower than one it has seen: a lease can end without
+// its holder noticing in time (a pause, a partition), and only the token
+// keeps such a holder's writes out.
+type Lease struct {
+	c     *Client
+	name  string
+	owner string
+	token uint64
+	ttl   time.Duration
+	drift time.Duration // allowance subtracted from every validity
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	renewd chan struct{} // closed when the renewal goroutine ends
+
+	mu    sync.Mutex
+	sent  time.Time // before the last request that granted or extended the lease
+	until time.Time // client-side validity end
+	timer *time.Timer
+
+	releaseMu sync.Mutex // serializes Release
+	released  bool
+}
+
+// Acquire waits for the lock name and returns a lease on it, with a fresh
+// random owner. It waits in the server's queue for the lock, first come
+// first served, until the lock is granted or ctx ends; it does not poll.
+// Each wait is capped at about half the TTL and renewed before it ends
+// (keeping the place in the queue), so that a grant never arrives with its
+// validity already spent.
+//
+// The error wraps ctx.Err() when ctx ended first (and ErrLocked too if the
+// lock was held by another owner at that time), ErrNoLeader when no node
+// could serve it, ErrInvalidArgument for a bad name or TTL.
+func (c *Client) Acquire(ctx context.Context, name string, opts ...LeaseOption) (*Lease, error) {
+	return c.acquireLease(ctx, name, true, opts)
+}
+
+// TryAcquire is Acquire without waiting: if another owner holds the lock it
+// returns an error wrapping ErrLocked at once.
+func (c *Client) TryAcquire(ctx context.Context, name string, opts ...LeaseOption) (*Lease, error) {
+	return c.acquireLease(ctx, name, false, opts)
+}
+
+func (c *Client) acquireLease(ctx context.Context, name string, wait bool, opts []LeaseOption) (*Lease, error) {
+	cfg := leaseConfig{ttl: defaultTTL}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	owner := cfg.owner
+	if owner == "" {
+		var err error
+		if owner, err = randomOwner(); err != nil {
+			return nil, err
+		}
+	}
+	drift := allowance(cfg.ttl, c.cfg.drift)
+	g, err := c.acquire(ctx, name, owner, cfg.ttl, drift, wait)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{c: c, name: name, owner: owner, token: g.token, ttl: g.ttl, drift: drift, renewd: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(c.ctx)
+	l.sent, l.until = g.sent, g.sent.Add(g.ttl-drift)
+	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+	if cfg.autoRenew {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			l.renewLoop()
+		}()
+	} else {
+		close(l.renewd)
+	}
+	return l, nil
+}
+
+// randomOwner returns 16 random bytes, base64-encoded.
+func randomOwner() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("client: generating an owner: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Name returns the lock's name.
+func (l *Lease) Name() string { return l.name }
+
+// Owner returns the owner value the lease was granted to.
+func (l *Lease) Owner() string { return l.owner }
+
+// Token returns the fencing token of the grant: larger than the token of
+// every earlier grant of the same lock. It does not change when the lease is
+// extended.
+func (l *Lease) Token() uint64 { return l.token }
+
+// TTL returns the lease's time to live.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Until returns the end of the lease's validity as the client counts it:
+// from just before it sent the request that granted or last extended the
+// lease, the TTL less a drift allowance. The server frees the lock no
+// earlier than that.
+func (l *Lease) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Context returns a context that is cancelled when the lease ends: lost, its
+// validity run out, released, or the client closed. context.Cause tells
+// which (ErrLeaseLost, ErrReleased, ErrClosed). Run the work the lease
+// protects under it.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done returns a channel that is closed when the lease ends; it is
+// Context().Done().
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is valid, and then why it ended: an error
+// wrapping ErrLeaseLost, or ErrReleased, or ErrClosed.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Extend renews the lease for its TTL from now, retrying transient failures
+// on the other addresses until ctx ends or the lease's validity runs out.
+// It returns an error wrapping ErrLeaseLost, and cancels the lease's
+// context, if the server says the owner no longer holds the lock. A lease
+// that has already ended cannot be extended.
+func (l *Lease) Extend(ctx context.Context) error {
+	return l.extend(ctx)
+}
+
+func (l *Lease) extend(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	// Stop when either the caller or the lease is done.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	defer stop()
+
+	p := retry{attempt: func() time.Duration {
+		left := time.Until(l.Until())
+		return min(l.c.cfg.requestTimeout, max(left/2, min(left, minRenewAttempt)))
+	}}
+	v, sent, err := l.c.exchange(ctx, p, "FENCE.EXTEND", l.name, l.owner, millis(l.ttl))
+	if err != nil {
+		if cerr := l.Err(); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("client: extend %q: %w", l.name, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		err := fmt.Errorf("%w: the server says owner %q no longer holds %q", ErrLeaseLost, l.owner, l.name)
+		l.cancel(err)
+		return l.Err()
+	}
+	l.valid(sent)
+	return nil
+}
+
+// minRenewAttempt is the shortest timeout a renewal attempt gets while the
+// lease has that much validity left.
+const minRenewAttempt = 200 * time.Millisecond
+
+// valid records a successful extend sent at sent.
+func (l *Lease) valid(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil || !sent.After(l.sent) {
+		return
+	}
+	l.sent, l.until = sent, sent.Add(l.ttl-l.drift)
+	l.timer.Reset(time.Until(l.until))
+}
+
+// expire runs when the validity timer fires.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	until := l.until
+	if left := time.Until(until); left > 0 {
+		// Extended while the timer fired.
+		l.timer.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.cancel(fmt.Errorf("%w: its validity ran out (at %s) before a renewal succeeded", ErrLeaseLost, until.Format(time.RFC3339Nano)))
+}
+
+// renewLoop extends the lease about every TTL/3 until it ends.
+func (l *Lease) renewLoop() {
+	defer close(l.renewd)
+	for {
+		l.mu.Lock()
+		next := l.sent.Add(l.ttl / 3)
+		l.mu.Unlock()
+		if err := sleep(l.ctx, l.ctx, time.Until(next)); err != nil {
+			return
+		}
+		if err := l.extend(l.ctx); err != nil {
+			if l.Err() != nil {
+				return
+			}
+			// No verdict, and the lease is still valid (an unexpected
+			// reply, say): the validity timer ends it unless a later
+			// renewal succeeds.
+			if err := sleep(l.ctx, l.ctx, jitter(4*minBackoff)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Release ends the lease: it cancels the lease's context (cause
+// ErrReleased), stops renewals, and frees the lock on the server, handing it
+// to the first waiter. It retries transient failures on the other addresses
+// until ctx ends. It returns nil once the lock is released, and an error
+// wrapping ErrLeaseLost if the server says the owner no longer held it.
+// Calling it again after it succeeded returns nil.
+func (l *Lease) Release(ctx context.Context) error {
+	l.releaseMu.Lock()
+	defer l.releaseMu.Unlock()
+	if l.released {
+		return nil
+	}
+	// Cancel first, so that work under the lease stops before another
+	// owner can be granted the lock.
+	l.cancel(ErrReleased)
+	l.timer.Stop()
+	<-l.renewd
+	ok, err := l.c.release(ctx, l.name, l.owner)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		l.released = true
+		return fmt.Errorf("%w: the server says owner %q no longer held %q", ErrLeaseLost, l.owner, l.name)
+	}
+	l.released = true
+	return nil
+}
+
+// grant is a granted acquire.
+type grant struct {
+	token uint64
+	ttl   time.Duration
+	sent  time.Time // just before the request that got it was sent
+}
+
+// acquire gets name for owner, waiting for it if wait is set. A grant
+// arrives with at least part of its validity left, or acquire fails.
+func (c *Client) acquire(ctx context.Context, name, owner string, ttl, drift time.Duration, wait bool) (grant, error) {
+	if err := checkLease(name, ttl, drift); err != nil {
+		return grant{}, err
+	}
+	g, granted, err := c.tryAcquire(ctx, name, owner, ttl)
+	if err == nil && !granted && wait {
+		g, err = c.waitAcquire(ctx, name, owner, ttl)
+		granted = err == nil
+	}
+	if err != nil {
+		return grant{}, fmt.Errorf("client: acquire %q: %w", name, err)
+	}
+	if !granted {
+		return grant{}, fmt.Errorf("client: acquire %q: %w", name, ErrLocked)
+	}
+	if time.Until(g.sent.Add(g.ttl-drift)) > 0 {
+		return g, nil
+	}
+	// The grant took longer than its validity to arrive: renew it, which
+	// counts from now, or give it up.
+	v, sent, err := c.exchange(ctx, c.standard(), "FENCE.EXTEND", name, owner, millis(ttl))
+	if n, _ := v.(int64); err == nil && n == 1 && time.Until(sent.Add(g.ttl-drift)) > 0 {
+		g.sent = sent
+		return g, nil
+	}
+	c.releaseLater(name, owner)
+	return grant{}, fmt.Errorf("client: acquire %q: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
+}
+
+func checkLease(name string, ttl, drift time.Duration) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
+	case ttl < time.Millisecond || ttl <= drift:
+		return fmt.Errorf("%w: ttl %v is too short", ErrInvalidArgument, ttl)
+	}
+	return nil
+}
+
+// tryAcquire sends one acquire without WAIT (retried on other nodes if its
+// outcome is unknown: an acquire by the holder returns the same grant). If
+// it gives up with the outcome unknown, it releases in the background.
+func (c *Client) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (grant, bool, error) {
+	v, sent, err := c.exchange(ctx, c.standard(), "FENCE.ACQUIRE", name, owner, millis(ttl))
+	if err != nil {
+		if !errIs(err, ErrInvalidArgument, ErrClosed) {
+			c.releaseLater(name, owner)
+		}
+		return grant{}, false, err
+	}
+	return parseGrant(v, ttl, sent)
+}
+
+// parseGrant reads the reply to FENCE.ACQUIRE: [token, granted-ttl-ms] or
+// null.
+func parseGrant(v any, ttl time.Duration, sent time.Time) (grant, bool, error) {
+	if v == nil {
+		return grant{}, false, nil
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return grant{}, false, fmt.Errorf("client: unexpected reply to FENCE.ACQUIRE: %v", v)
+	}
+	tok, ok1 := a[0].(int64)
+	ms, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || tok <= 0 || ms <= 0 {
+		return grant{}, false, fmt.Errorf("client: unexpected reply to FENCE.ACQUIRE: %v", v)
+	}
+	return grant{token: uint64(tok), ttl: min(ttl, time.Duration(ms)*time.Millisecond), sent: sent}, true, nil
+}
+
+// release frees name if owner holds it; ok is false if the server says
+// owner neither holds it nor released it last.
+func (c *Client) release(ctx context.Context, name, owner string) (ok bool, err error) {
+	v, _, err := c.exchange(ctx, c.standard(), "FENCE.RELEASE", name, owner)
+	if err != nil {
+		return false, fmt.Errorf("client: release %q: %w", name, err)
+	}
+	n, _ := v.(int64)
+	return n == 1, nil
+}
+
+// releaseLater releases name for owner in the background, for an acquire
+// whose outcome is unknown: the release is remembered, so a late grant
+// cannot outlive the caller who gave up on it.
+func (c *Client) releaseLater(name, owner string) {
+	if c.ctx.Err() != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.failoverTimeout)
+		defer cancel()
+		_, _ = c.release(ctx, name, owner)
+	}()
+}
+
+// errIs reports whether err is one of targets.
+func errIs(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,90 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/client"
+	"github.com/fencerlock/fencer/redisbridge"
+	"github.com/fencerlock/fencer/server"
+)
+
+// addrs holds the client address of the fencer node the examples and tests
+// talk to: a real single-node server started in-process by TestMain, with
+// Raft, its bolt store and the RESP bridge on loopback.
+var addrs []string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	stop, addr, err := startNode()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client tests: starting a fencer node:", err)
+		return 1
+	}
+	defer stop()
+	addrs = []string{addr}
+	return m.Run()
+}
+
+// startNode starts a one-node cluster in a temporary directory and waits
+// until it grants locks.
+func startNode() (stop func(), addr string, err error) {
+	dir, err := os.MkdirTemp("", "fencer-client-test-")
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := server.DefaultConfig()
+	cfg.DataDir, cfg.RaftAddr, cfg.ClientAddr = dir, "127.0.0.1:0", ln.Addr().String()
+	cfg.RaftLogLevel, cfg.Logger = "off", quiet
+	node, err := server.Open(cfg)
+	if err != nil {
+		ln.Close()
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	bcfg := redisbridge.DefaultConfig()
+	bcfg.Logger = quiet
+	bridge, err := redisbridge.New(node, bcfg)
+	if err != nil {
+		ln.Close()
+		node.Close()
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	go func() { _ = bridge.Serve(ln) }()
+	stop = func() {
+		bridge.Close()
+		node.Close()
+		os.RemoveAll(dir)
+	}
+	// The first lock command waits for the node to elect itself; wait here
+	// so that no test pays for it.
+	c, err := client.New([]string{ln.Addr().String()}, client.WithFailoverTimeout(30*time.Second))
+	if err != nil {
+		stop()
+		return nil, "", err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, _, err := c.Status(ctx, "warm-up"); err != nil {
+		stop()
+		return nil, "", err
+	}
+	return stop, ln.Addr().String(), nil
+}
