@@ -134,16 +134,18 @@ func TestMutexUnlockAfterExpiry(t *testing.T) {
 
 func TestMutexGenValueFunc(t *testing.T) {
 	c := newClient(t)
+	// Values must be new on every run: the server remembers releases.
+	prefix := fmt.Sprintf("worker-%d-", time.Now().UnixNano())
 	n := 0
 	m := c.NewMutex("values", client.WithGenValueFunc(func() (string, error) {
 		n++
-		return fmt.Sprintf("worker-7-%d", n), nil
+		return fmt.Sprintf("%s%d", prefix, n), nil
 	}))
 	for i := 1; i <= 2; i++ {
 		if err := m.Lock(); err != nil {
 			t.Fatal(err)
 		}
-		if want := fmt.Sprintf("worker-7-%d", i); m.Value() != want {
+		if want := fmt.Sprintf("%s%d", prefix, i); m.Value() != want {
 			t.Fatalf("Value = %q, want %q", m.Value(), want)
 		}
 		if ok, err := m.Unlock(); !ok || err != nil {

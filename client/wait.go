@@ -28,7 +28,10 @@ type roundResult struct {
 	n       *node
 	g       grant
 	granted bool
-	err     error
+	// early is set for a null reply that came well before the wait ended:
+	// a refusal, not a wait that ran out.
+	early bool
+	err   error
 }
 
 // waitAcquire queues for name on the server (FENCE.ACQUIRE … WAIT) and
@@ -75,9 +78,11 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 		go func() {
 			defer cancel()
 			defer stop()
+			began := time.Now()
 			g, granted, err := c.waitRound(rctx, n, name, owner, ttl, wait)
+			early := err == nil && !granted && time.Since(began) < wait/2
 			select {
-			case results <- roundResult{id: id, n: n, g: g, granted: granted, err: err}:
+			case results <- roundResult{id: id, n: n, g: g, granted: granted, early: early, err: err}:
 			case <-done:
 			}
 		}()
@@ -113,6 +118,11 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 			}
 			if r.id != latest {
 				continue // replaced by a newer round, or failed after it started
+			}
+			if r.err == nil && r.early {
+				// Refused at once, not after waiting: the server remembers
+				// this owner's release of the lock.
+				return giveUp(ErrLocked)
 			}
 			if r.err == nil {
 				// The wait ran out before a newer one took its place (a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -160,5 +161,30 @@ func TestAcquireDeadlineWhileHeld(t *testing.T) {
 	}
 	if took < 500*time.Millisecond || took > 2500*time.Millisecond {
 		t.Fatalf("Acquire returned after %v, want about 500ms", took)
+	}
+}
+
+// An owner whose release the server remembers is refused at once, also when
+// it would wait: Acquire returns ErrLocked instead of queueing again and
+// again.
+func TestAcquireByAReleasedOwnerIsRefused(t *testing.T) {
+	var sent atomic.Int64
+	c := newClient(t, countAcquires(&sent))
+	owner := fmt.Sprintf("once-%d", time.Now().UnixNano())
+	l := mustAcquire(t, c, "remembered", client.WithOwner(owner))
+	if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	sent.Store(0)
+	start := time.Now()
+	_, err := c.Acquire(ctxT(t, 20*time.Second), "remembered", client.WithOwner(owner))
+	if !errors.Is(err, client.ErrLocked) {
+		t.Fatalf("Acquire by a released owner = %v, want ErrLocked", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("refusal took %v", took)
+	}
+	if n := sent.Load(); n > 2 {
+		t.Errorf("%d acquires sent; want the first try and one wait", n)
 	}
 }
