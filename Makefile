@@ -25,6 +25,13 @@ test: lint
 integ:
 	$(GO) test -race -count=1 -timeout 10m -v ./integration/...
 
+# demo: the scenario from Kleppmann's "How to do distributed locking" with
+# real processes: a client paused with SIGSTOP past its lease writes late;
+# fencer's token makes the store refuse it, redsync's Redlock does not.
+.PHONY: demo
+demo:
+	$(GO) test -count=1 -v -run '^TestFencing' ./integration/
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
