@@ -23,7 +23,7 @@ func (c *Client) Status(ctx context.Context, name string) (s Status, held bool, 
 	}
 	v, _, err := c.exchange(ctx, c.standard(), "FENCE.STATUS", name)
 	if err != nil {
-		return Status{}, false, fmt.Errorf("client: status %q: %w", name, err)
+		return Status{}, false, fmt.Errorf("status %q: %w", name, err)
 	}
 	if v == nil {
 		return Status{}, false, nil
@@ -50,7 +50,7 @@ func (c *Client) Check(ctx context.Context, name string, token uint64) (bool, er
 	}
 	v, _, err := c.exchange(ctx, c.standard(), "FENCE.CHECK", name, token)
 	if err != nil {
-		return false, fmt.Errorf("client: check %q: %w", name, err)
+		return false, fmt.Errorf("check %q: %w", name, err)
 	}
 	n, _ := v.(int64)
 	return n == 1, nil
@@ -69,7 +69,7 @@ type Member struct {
 func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	v, _, err := c.exchange(ctx, c.standard(), "FENCE.MEMBERS")
 	if err != nil {
-		return nil, fmt.Errorf("client: members: %w", err)
+		return nil, fmt.Errorf("members: %w", err)
 	}
 	rows, ok := v.([]any)
 	if !ok && v != nil {
@@ -97,7 +97,7 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 func (c *Client) Leader(ctx context.Context) (id, clientAddr string, err error) {
 	v, _, err := c.exchange(ctx, c.standard(), "FENCE.LEADER")
 	if err != nil {
-		return "", "", fmt.Errorf("client: leader: %w", err)
+		return "", "", fmt.Errorf("leader: %w", err)
 	}
 	a, _ := v.([]any)
 	if len(a) == 2 {
@@ -117,7 +117,7 @@ func (c *Client) Join(ctx context.Context, id, raftAddr, clientAddr string) erro
 		return fmt.Errorf("%w: join needs a node id, a raft address and a client address", ErrInvalidArgument)
 	}
 	if _, _, err := c.exchange(ctx, c.admin(), "FENCE.JOIN", id, raftAddr, clientAddr); err != nil {
-		return fmt.Errorf("client: join %q: %w", id, err)
+		return fmt.Errorf("join %q: %w", id, err)
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: empty node id", ErrInvalidArgument)
 	}
 	if _, _, err := c.exchange(ctx, c.admin(), "FENCE.REMOVE", id); err != nil {
-		return fmt.Errorf("client: remove %q: %w", id, err)
+		return fmt.Errorf("remove %q: %w", id, err)
 	}
 	return nil
 }

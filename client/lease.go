@@ -207,7 +207,7 @@ func (l *Lease) extend(ctx context.Context) error {
 		if cerr := l.Err(); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("client: extend %q: %w", l.name, err)
+		return fmt.Errorf("extend %q: %w", l.name, err)
 	}
 	if n, _ := v.(int64); n != 1 {
 		err := fmt.Errorf("%w: the server says owner %q no longer holds %q", ErrLeaseLost, l.owner, l.name)
@@ -319,10 +319,10 @@ func (c *Client) acquire(ctx context.Context, name, owner string, ttl, drift tim
 		granted = err == nil
 	}
 	if err != nil {
-		return grant{}, fmt.Errorf("client: acquire %q: %w", name, err)
+		return grant{}, fmt.Errorf("acquire %q: %w", name, err)
 	}
 	if !granted {
-		return grant{}, fmt.Errorf("client: acquire %q: %w", name, ErrLocked)
+		return grant{}, fmt.Errorf("acquire %q: %w", name, ErrLocked)
 	}
 	if time.Until(g.sent.Add(g.ttl-drift)) > 0 {
 		return g, nil
@@ -335,7 +335,7 @@ func (c *Client) acquire(ctx context.Context, name, owner string, ttl, drift tim
 		return g, nil
 	}
 	c.releaseLater(name, owner)
-	return grant{}, fmt.Errorf("client: acquire %q: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
+	return grant{}, fmt.Errorf("acquire %q: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
 }
 
 func checkLease(name string, ttl, drift time.Duration) error {
@@ -385,7 +385,7 @@ func parseGrant(v any, ttl time.Duration, sent time.Time) (grant, bool, error) {
 func (c *Client) release(ctx context.Context, name, owner string) (ok bool, err error) {
 	v, _, err := c.exchange(ctx, c.standard(), "FENCE.RELEASE", name, owner)
 	if err != nil {
-		return false, fmt.Errorf("client: release %q: %w", name, err)
+		return false, fmt.Errorf("release %q: %w", name, err)
 	}
 	n, _ := v.(int64)
 	return n == 1, nil

@@ -226,7 +226,7 @@ func (m *Mutex) ExtendContext(ctx context.Context) (bool, error) {
 	}
 	v, sent, err := m.c.exchange(ctx, m.c.standard(), "FENCE.EXTEND", m.name, value, millis(m.expiry))
 	if err != nil {
-		return false, fmt.Errorf("client: extend %q: %w", m.name, err)
+		return false, fmt.Errorf("extend %q: %w", m.name, err)
 	}
 	if n, _ := v.(int64); n != 1 {
 		return false, fmt.Errorf("%w: %w: the server says %q is not held by %q", ErrExtendFailed, ErrLeaseLost, m.name, value)
