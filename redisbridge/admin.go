@@ -101,3 +101,27 @@ func (b *Bridge) writeOK(r *request, err error) {
 	}
 	r.c.WriteString("OK")
 }
+
+// stateHasher is implemented by nodes that can hash their lock table.
+type stateHasher interface {
+	StateHash() (appliedIndex uint64, hash string)
+}
+
+// statehash: FENCE.STATEHASH → [applied-index, sha256-hex] of this node's
+// own lock table, never forwarded. Nodes that applied the same log answer the
+// same; the fault campaign compares them.
+func (b *Bridge) statehash(r *request) {
+	if len(r.args) != 1 {
+		wrongArity(r)
+		return
+	}
+	h, ok := b.locker.(stateHasher)
+	if !ok {
+		r.c.WriteError("ERR this server cannot hash its state")
+		return
+	}
+	idx, sum := h.StateHash()
+	r.c.WriteArray(2)
+	r.c.WriteUint64(idx)
+	r.c.WriteBulkString(sum)
+}

@@ -18,11 +18,15 @@ import (
 // Locker is what the bridge needs of a fencer node (*server.Node).
 type Locker interface {
 	Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (server.Grant, bool, error)
+	AcquireRedis(ctx context.Context, key, value string, ttl time.Duration) (server.Grant, bool, error)
 	Extend(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
+	ExtendHolder(ctx context.Context, key string, ttl time.Duration) (bool, error)
 	Release(ctx context.Context, key, owner string) (bool, error)
+	ReleaseRedis(ctx context.Context, key, value string) (bool, error)
 	Revoke(ctx context.Context, key string) (bool, error)
 	Status(ctx context.Context, key string) (server.Status, bool, error)
 	Check(ctx context.Context, key string, token uint64) (bool, error)
+	ID() string
 	Leader() (id, clientAddr string)
 	Members(ctx context.Context) ([]server.Member, error)
 	Join(ctx context.Context, id, raftAddr, clientAddr string) error
@@ -38,17 +42,34 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Logger receives the bridge's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// DefaultLockTTL is the lease given to a lock taken by SETNX, or by SET
+	// NX without PX or EX: Redis would keep such a key forever, fencer never
+	// grants an endless lease. Zero means the default, 30s.
+	DefaultLockTTL time.Duration
+	// RedlockMultiEndpoint makes the Redis-compatible acquire, extend and
+	// release idempotent per value, as the native commands are, so that a
+	// Redlock client given every node of one cluster as if they were
+	// independent masters reaches its quorum: a repeated same-value acquire
+	// or release through another node succeeds, and a same-value acquire
+	// after that value's release is refused. It is safe only if every lock
+	// attempt uses a unique value, as the Redlock algorithm requires. The
+	// default is false: Redis's own semantics (a second SET NX is refused,
+	// even with the same value).
+	RedlockMultiEndpoint bool
 }
 
 // DefaultConfig returns the bridge's defaults.
 func DefaultConfig() Config {
-	return Config{RequestTimeout: 10 * time.Second}
+	return Config{RequestTimeout: 10 * time.Second, DefaultLockTTL: 30 * time.Second}
 }
 
 // Validate reports an invalid field.
 func (c *Config) Validate() error {
 	if c.RequestTimeout <= 0 {
 		return fmt.Errorf("redisbridge: config RequestTimeout: must be positive, got %v", c.RequestTimeout)
+	}
+	if c.DefaultLockTTL < 0 {
+		return fmt.Errorf("redisbridge: config DefaultLockTTL: must not be negative, got %v", c.DefaultLockTTL)
 	}
 	return nil
 }
@@ -73,6 +94,17 @@ type connState struct {
 	// commands here: a NOTLEADER is answered, never forwarded again, so two
 	// nodes with different views of the leader cannot bounce a command.
 	forwarded bool
+	// id is the connection's CLIENT ID.
+	id int64
+	// proto is the RESP version replies are written in: 2 until HELLO 3.
+	proto int
+	// name, libName and libVer are set by CLIENT SETNAME and SETINFO.
+	name, libName, libVer string
+	// sub is set once the connection subscribed to a channel; its writes
+	// then go through sub, under its lock.
+	sub *subscriber
+	// detached marks a connection taken out of redcon's loop (sub is set).
+	detached bool
 }
 
 // Bridge serves RESP on one listener.
@@ -84,6 +116,11 @@ type Bridge struct {
 	fwd    *forwarder
 	srv    *redcon.Server
 	ln     net.Listener
+	hub    *hub
+	latch  *latches
+	start  time.Time
+	nextID atomic.Int64
+	open   atomic.Int64 // client connections, for INFO
 
 	ctx    context.Context // cancelled by Close: ends every waiting request
 	cancel context.CancelFunc
@@ -101,12 +138,44 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if cfg.DefaultLockTTL == 0 {
+		cfg.DefaultLockTTL = DefaultConfig().DefaultLockTTL
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{cfg: cfg, locker: locker, log: logger, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		fwd: newForwarder()}
+		fwd: newForwarder(), hub: newHub(), latch: newLatches(), start: time.Now()}
 	b.cmds = map[string]handler{
 		"ping":          (*Bridge).ping,
 		"quit":          (*Bridge).quit,
+		"echo":          (*Bridge).echo,
+		"hello":         (*Bridge).hello,
+		"auth":          (*Bridge).auth,
+		"select":        (*Bridge).selectDB,
+		"client":        (*Bridge).client,
+		"info":          (*Bridge).info,
+		"command":       (*Bridge).command,
+		"reset":         (*Bridge).reset,
+		"set":           (*Bridge).set,
+		"setnx":         (*Bridge).setnx,
+		"get":           (*Bridge).get,
+		"del":           (*Bridge).del,
+		"unlink":        (*Bridge).del,
+		"exists":        (*Bridge).exists,
+		"pexpire":       (*Bridge).pexpire,
+		"expire":        (*Bridge).expire,
+		"pttl":          (*Bridge).pttl,
+		"ttl":           (*Bridge).ttl,
+		"hexists":       (*Bridge).hexists,
+		"hget":          (*Bridge).hget,
+		"eval":          (*Bridge).eval,
+		"evalsha":       (*Bridge).evalsha,
+		"script":        (*Bridge).script,
+		"subscribe":     (*Bridge).subscribe,
+		"ssubscribe":    (*Bridge).subscribe,
+		"unsubscribe":   (*Bridge).unsubscribe,
+		"sunsubscribe":  (*Bridge).unsubscribe,
+		"publish":       (*Bridge).publish,
+		"spublish":      (*Bridge).publish,
 		"fence.acquire": (*Bridge).acquire,
 		"fence.extend":  (*Bridge).extend,
 		"fence.release": (*Bridge).release,
@@ -121,6 +190,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.remove":    (*Bridge).remove,
 		"fence.transfer":  (*Bridge).transfer,
 		"fence.forwarded": (*Bridge).forwarded,
+		"fence.statehash": (*Bridge).statehash,
 	}
 	return b, nil
 }
@@ -129,10 +199,16 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 func (b *Bridge) Serve(ln net.Listener) error {
 	b.ln = ln
 	accept := func(c redcon.Conn) bool {
-		c.SetContext(&connState{})
+		c.SetContext(b.newConnState())
+		b.open.Add(1)
 		return true
 	}
-	b.srv = redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), b.handle, accept, nil)
+	closed := func(c redcon.Conn, _ error) {
+		if st, _ := c.Context().(*connState); st == nil || !st.detached {
+			b.open.Add(-1)
+		}
+	}
+	b.srv = redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), b.handle, accept, closed)
 	b.srv.AcceptError = func(err error) { b.log.Warn("accept failed", "err", err) }
 	defer close(b.done)
 	return b.srv.Serve(ln)
@@ -153,9 +229,14 @@ func (b *Bridge) Close() error {
 			err = b.srv.Close()
 			<-b.done
 		}
+		b.hub.closeAll()
 		b.fwd.close()
 	})
 	return err
+}
+
+func (b *Bridge) newConnState() *connState {
+	return &connState{id: b.nextID.Add(1), proto: 2}
 }
 
 func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
@@ -169,10 +250,26 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	st, _ := c.Context().(*connState)
 	if st == nil {
-		st = &connState{}
+		st = b.newConnState()
 		c.SetContext(st)
 	}
+	if st.proto == 2 && st.sub != nil && st.sub.count() > 0 && !allowedWhileSubscribed[name] {
+		// RESP2 cannot tell a reply from a message: Redis allows only these
+		// while subscribed.
+		c.WriteError(fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))
+		return
+	}
 	h(b, &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st})
+}
+
+// commandName is the name Redis reports for a command: "get", or
+// "client|info" for a subcommand.
+func commandName(args [][]byte) string {
+	name := strings.ToLower(string(args[0]))
+	if len(args) > 1 && hasSubcommands[name] {
+		return name + "|" + strings.ToLower(string(args[1]))
+	}
+	return name
 }
 
 // unknownCommand is Redis's wording for a command it does not have.
@@ -218,7 +315,7 @@ func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 		writeErr(r.c, err)
 		return
 	}
-	reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.raw)
+	reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, r.raw)
 	switch {
 	case ferr == nil:
 		r.c.WriteRaw(reply)

@@ -70,3 +70,13 @@ func (f faultyLocker) Members(context.Context) ([]server.Member, error)   { retu
 func (f faultyLocker) Join(context.Context, string, string, string) error { return f.err }
 func (f faultyLocker) Remove(context.Context, string) error               { return f.err }
 func (f faultyLocker) TransferLeadership(context.Context, string) error   { return f.err }
+func (f faultyLocker) AcquireRedis(context.Context, string, string, time.Duration) (server.Grant, bool, error) {
+	return server.Grant{}, false, f.err
+}
+func (f faultyLocker) ExtendHolder(context.Context, string, time.Duration) (bool, error) {
+	return false, f.err
+}
+func (f faultyLocker) ReleaseRedis(context.Context, string, string) (bool, error) {
+	return false, f.err
+}
+func (f faultyLocker) ID() string { return "faulty" }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,10 +21,20 @@ const maxIdleForward = 32
 // forwarder keeps connections to the leader (to whichever address it is
 // asked for) and relays commands over them. A connection is used by one
 // request at a time; a waiting acquire holds one for its whole wait.
+//
+// There is one pool per address and RESP version: a command from a client
+// that said HELLO 3 goes over a connection that said HELLO 3 too, so that
+// the leader's reply, relayed as it is, is in the client's protocol.
 type forwarder struct {
 	mu     sync.Mutex
-	idle   map[string][]*fconn
+	idle   map[poolKey][]*fconn
 	closed bool
+}
+
+// poolKey names one pool of forwarding connections.
+type poolKey struct {
+	addr  string
+	proto int
 }
 
 type fconn struct {
@@ -32,14 +43,15 @@ type fconn struct {
 }
 
 func newForwarder() *forwarder {
-	return &forwarder{idle: make(map[string][]*fconn)}
+	return &forwarder{idle: make(map[poolKey][]*fconn)}
 }
 
-// roundTrip sends raw to addr and returns the single reply. sent reports
-// whether the command may have reached the leader: after that, a failure
-// leaves its outcome unknown.
-func (f *forwarder) roundTrip(ctx context.Context, addr string, raw []byte) (reply []byte, sent bool, err error) {
-	fc, err := f.get(ctx, addr)
+// roundTrip sends raw to addr over a connection speaking RESP version proto
+// and returns the single reply. sent reports whether the command may have
+// reached the leader: after that, a failure leaves its outcome unknown.
+func (f *forwarder) roundTrip(ctx context.Context, addr string, proto int, raw []byte) (reply []byte, sent bool, err error) {
+	pk := poolKey{addr: addr, proto: proto}
+	fc, err := f.get(ctx, pk)
 	if err != nil {
 		return nil, false, err
 	}
@@ -64,19 +76,19 @@ func (f *forwarder) roundTrip(ctx context.Context, addr string, raw []byte) (rep
 		return nil, true, err
 	}
 	_ = fc.SetDeadline(time.Time{})
-	f.put(addr, fc)
+	f.put(pk, fc)
 	return reply, true, nil
 }
 
-func (f *forwarder) get(ctx context.Context, addr string) (*fconn, error) {
+func (f *forwarder) get(ctx context.Context, pk poolKey) (*fconn, error) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
 		return nil, errors.New("redisbridge: shutting down")
 	}
-	for l := f.idle[addr]; len(l) > 0; l = f.idle[addr] {
+	for l := f.idle[pk]; len(l) > 0; l = f.idle[pk] {
 		fc := l[len(l)-1]
-		f.idle[addr] = l[:len(l)-1]
+		f.idle[pk] = l[:len(l)-1]
 		if connClosed(fc.Conn) {
 			// The leader went away while this connection idled; sending on
 			// it would make a clean failure look like an unknown outcome.
@@ -89,38 +101,52 @@ func (f *forwarder) get(ctx context.Context, addr string) (*fconn, error) {
 	f.mu.Unlock()
 
 	d := net.Dialer{Timeout: forwardDialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := d.DialContext(ctx, "tcp", pk.addr)
 	if err != nil {
 		return nil, err
 	}
 	fc := &fconn{Conn: conn, rd: bufio.NewReader(conn)}
 	// Mark the connection as a forwarding one, so the leader never
-	// forwards what it receives on it.
+	// forwards what it receives on it; then switch it to the client's
+	// protocol.
 	_ = fc.SetDeadline(time.Now().Add(forwardDialTimeout))
-	if _, err := fc.Write(encodeCommand([]byte("FENCE.FORWARDED"))); err != nil {
+	if err := fc.handshake(encodeCommand([]byte("FENCE.FORWARDED")), "+OK\r\n"); err != nil {
 		_ = fc.Close()
 		return nil, err
 	}
-	reply, err := readReply(fc.rd)
-	if err != nil || string(reply) != "+OK\r\n" {
-		_ = fc.Close()
-		if err == nil {
-			err = fmt.Errorf("unexpected handshake reply %q", reply)
+	if pk.proto == 3 {
+		if err := fc.handshake(encodeCommand([]byte("HELLO"), []byte("3")), "%"); err != nil {
+			_ = fc.Close()
+			return nil, err
 		}
-		return nil, err
 	}
 	_ = fc.SetDeadline(time.Time{})
 	return fc, nil
 }
 
-func (f *forwarder) put(addr string, fc *fconn) {
+// handshake sends cmd and checks that the reply starts with want.
+func (fc *fconn) handshake(cmd []byte, want string) error {
+	if _, err := fc.Write(cmd); err != nil {
+		return err
+	}
+	reply, err := readReply(fc.rd)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(reply), want) {
+		return fmt.Errorf("unexpected handshake reply %q", reply)
+	}
+	return nil
+}
+
+func (f *forwarder) put(pk poolKey, fc *fconn) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed || len(f.idle[addr]) >= maxIdleForward {
+	if f.closed || len(f.idle[pk]) >= maxIdleForward {
 		_ = fc.Close()
 		return
 	}
-	f.idle[addr] = append(f.idle[addr], fc)
+	f.idle[pk] = append(f.idle[pk], fc)
 }
 
 func (f *forwarder) close() {

@@ -29,13 +29,25 @@ func parseMillis(b []byte) (time.Duration, bool) {
 }
 
 func (b *Bridge) ping(r *request) {
-	switch len(r.args) {
-	case 1:
-		r.c.WriteString("PONG")
-	case 2:
-		r.c.WriteBulk(r.args[1])
-	default:
+	if len(r.args) > 2 {
 		wrongArity(r)
+		return
+	}
+	if r.conn.proto == 2 && r.conn.sub != nil && r.conn.sub.count() > 0 {
+		// In RESP2 subscribe mode Redis answers PING as a message.
+		r.c.WriteArray(2)
+		r.c.WriteBulkString("pong")
+		if len(r.args) == 2 {
+			r.c.WriteBulk(r.args[1])
+		} else {
+			r.c.WriteBulkString("")
+		}
+		return
+	}
+	if len(r.args) == 1 {
+		r.c.WriteString("PONG")
+	} else {
+		r.c.WriteBulk(r.args[1])
 	}
 }
 
@@ -112,7 +124,7 @@ func (b *Bridge) acquire(r *request) {
 			return
 		case errors.As(err, &nl) && nl.LeaderAddr != "":
 			raw := encodeCommand(args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
-			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, raw)
+			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, raw)
 			switch {
 			case ferr != nil:
 				uncertain = uncertain || sent
@@ -147,7 +159,7 @@ func (b *Bridge) endWait(r *request, uncertain bool, last error) {
 	case last != nil:
 		writeErr(r.c, last)
 	default:
-		r.c.WriteNull()
+		r.null()
 	}
 }
 
@@ -167,7 +179,7 @@ func (b *Bridge) writeGrant(ctx context.Context, r *request, g server.Grant, gra
 	case err != nil:
 		b.fail(ctx, r, err)
 	case !granted:
-		r.c.WriteNull()
+		r.null()
 	default:
 		r.c.WriteArray(2)
 		r.c.WriteUint64(g.Token)
@@ -231,7 +243,7 @@ func (b *Bridge) status(r *request) {
 	case err != nil:
 		b.fail(ctx, r, err)
 	case !held:
-		r.c.WriteNull()
+		r.null()
 	default:
 		r.c.WriteArray(3)
 		r.c.WriteBulkString(s.Owner)
@@ -240,9 +252,12 @@ func (b *Bridge) status(r *request) {
 	}
 }
 
-// token: FENCE.TOKEN key → the current grant's token, or null if free.
+// token: FENCE.TOKEN key [value] → the current grant's token, or null if
+// the key is free. With value: the token of that value's grant, or null if
+// that value does not hold the key; a Redlock client that took the lock with
+// SET NX or a script fetches its token this way.
 func (b *Bridge) token(r *request) {
-	if len(r.args) != 2 {
+	if len(r.args) != 2 && len(r.args) != 3 {
 		wrongArity(r)
 		return
 	}
@@ -252,8 +267,8 @@ func (b *Bridge) token(r *request) {
 	switch {
 	case err != nil:
 		b.fail(ctx, r, err)
-	case !held:
-		r.c.WriteNull()
+	case !held, len(r.args) == 3 && s.Owner != string(r.args[2]):
+		r.null()
 	default:
 		r.c.WriteUint64(s.Token)
 	}

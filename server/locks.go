@@ -313,8 +313,10 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 	if err := n.checkKey(key); err != nil {
 		return Status{}, false, err
 	}
-	if err := n.verifyLeader(ctx); err != nil {
-		return Status{}, false, err
+	if !faultActive("stale-reads") {
+		if err := n.verifyLeader(ctx); err != nil {
+			return Status{}, false, err
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -323,7 +325,7 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 		return Status{}, false, nil
 	}
 	rem := n.leases.remaining(key, l.Ref(), time.Now())
-	if rem <= 0 {
+	if rem <= 0 && !faultActive("stale-reads") {
 		return Status{}, false, nil
 	}
 	return Status{Owner: l.Owner, Token: l.Token, Remaining: rem}, true, nil

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"sort"
@@ -157,4 +159,14 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
 	}
+}
+
+// StateHash returns the index of the last applied Raft entry and a SHA-256
+// of the lock table's snapshot bytes. Two nodes that applied the same log
+// return the same pair; the fault campaign compares them at the end.
+func (n *Node) StateHash() (appliedIndex uint64, hash string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sum := sha256.Sum256(n.table.MarshalSnapshot())
+	return n.raft.AppliedIndex(), hex.EncodeToString(sum[:])
 }

@@ -301,7 +301,9 @@ func (n *Node) watchLeadership() {
 			}
 			n.mu.Lock()
 			if n.raft.State() == raft.Leader && !n.closed {
-				n.leases.restartAll(n.table, time.Now())
+				if !faultActive("skip-lease-restart") {
+					n.leases.restartAll(n.table, time.Now())
+				}
 				n.ready = true
 				n.signalChangedLocked()
 				n.log.Info("leader ready", "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())

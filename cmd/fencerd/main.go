@@ -33,6 +33,8 @@ type options struct {
 	join                                           []string
 	logLevel, raftLogLevel                         string
 	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
+	defaultLockTTL                                 time.Duration
+	redlockMultiEndpoint                           bool
 }
 
 func newCommand() *cobra.Command {
@@ -66,6 +68,8 @@ Try it with redis-cli:
 	f.DurationVar(&o.maxTTL, "max-ttl", def.MaxTTL, "longest lease TTL a client may ask for")
 	f.DurationVar(&o.maxWait, "max-wait", def.MaxWait, "longest WAIT an acquire may queue for")
 	f.DurationVar(&o.requestTimeout, "request-timeout", redisbridge.DefaultConfig().RequestTimeout, "bound on every request (a WAIT gets its wait on top)")
+	f.DurationVar(&o.defaultLockTTL, "default-lock-ttl", redisbridge.DefaultConfig().DefaultLockTTL, "lease of a lock taken by SETNX, or SET NX without PX/EX (Redis would keep it forever)")
+	f.BoolVar(&o.redlockMultiEndpoint, "redlock-multi-endpoint", false, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", def.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
 	return cmd
@@ -105,6 +109,10 @@ func run(ctx context.Context, o options) error {
 	}
 	bcfg := redisbridge.DefaultConfig()
 	bcfg.RequestTimeout, bcfg.Logger = o.requestTimeout, logger
+	bcfg.DefaultLockTTL, bcfg.RedlockMultiEndpoint = o.defaultLockTTL, o.redlockMultiEndpoint
+	if o.defaultLockTTL < o.minTTL || o.defaultLockTTL > o.maxTTL {
+		return fmt.Errorf("--default-lock-ttl %v is outside --min-ttl %v .. --max-ttl %v", o.defaultLockTTL, o.minTTL, o.maxTTL)
+	}
 	if err := bcfg.Validate(); err != nil {
 		return err
 	}

@@ -1,0 +1,195 @@
+package redisbridge
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// cmdSpec describes one command for COMMAND, COMMAND INFO and COMMAND DOCS,
+// in Redis 7's format: enough for redis-cli's hints and for clients that
+// look up key positions (go-redis, ioredis, redis-py).
+type cmdSpec struct {
+	arity             int
+	flags             []string
+	first, last, step int
+	acl               []string
+	group, summary    string
+	subcommands       []string
+}
+
+// commandSpecs lists every command the bridge answers.
+var commandSpecs = map[string]cmdSpec{
+	"ping":         {arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Returns the server's liveliness response."},
+	"echo":         {arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Returns the given string."},
+	"quit":         {arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Closes the connection."},
+	"hello":        {arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Handshakes with the server: RESP version, client name."},
+	"auth":         {arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Authenticates the connection (no password is configured)."},
+	"select":       {arity: 2, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Selects the database: fencer has only 0."},
+	"client":       {arity: -2, acl: []string{"@slow"}, group: "connection", summary: "A container for client connection commands.", subcommands: []string{"id", "getname", "setname", "setinfo", "info"}},
+	"reset":        {arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Resets the connection."},
+	"info":         {arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, group: "server", summary: "Returns information about the server."},
+	"command":      {arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, group: "server", summary: "Returns detailed information about the commands.", subcommands: []string{"count", "info", "docs", "list"}},
+	"set":          {arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, group: "string", summary: "Acquires a lock: SET key value NX [PX ms|EX s]."},
+	"setnx":        {arity: 3, flags: []string{"write", "denyoom", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, group: "string", summary: "Acquires a lock for the default lock TTL."},
+	"get":          {arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, group: "string", summary: "Returns the value (owner) holding a lock."},
+	"del":          {arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, group: "generic", summary: "Frees locks whoever holds them."},
+	"unlink":       {arity: -2, flags: []string{"write", "fast"}, first: 1, last: -1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, group: "generic", summary: "Frees locks whoever holds them."},
+	"exists":       {arity: -2, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, group: "generic", summary: "Counts the held locks among the keys."},
+	"pexpire":      {arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, group: "generic", summary: "Renews a lock's lease, whoever holds it, in milliseconds."},
+	"expire":       {arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, group: "generic", summary: "Renews a lock's lease, whoever holds it, in seconds."},
+	"pttl":         {arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, group: "generic", summary: "Returns a lock's remaining lease in milliseconds."},
+	"ttl":          {arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, group: "generic", summary: "Returns a lock's remaining lease in seconds."},
+	"hexists":      {arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, group: "hash", summary: "Redisson: whether the field (owner) holds the lock."},
+	"hget":         {arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, group: "hash", summary: "Redisson: the hold count of the field (owner)."},
+	"eval":         {arity: -3, flags: []string{"noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"}, acl: []string{"@slow", "@scripting"}, group: "scripting", summary: "Runs one of the known lock scripts."},
+	"evalsha":      {arity: -3, flags: []string{"noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"}, acl: []string{"@slow", "@scripting"}, group: "scripting", summary: "Runs one of the known lock scripts by its SHA1."},
+	"script":       {arity: -2, acl: []string{"@slow"}, group: "scripting", summary: "A container for script commands.", subcommands: []string{"load", "exists", "flush"}},
+	"subscribe":    {arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Listens for messages published to channels."},
+	"unsubscribe":  {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Stops listening to channels."},
+	"publish":      {arity: 3, flags: []string{"pubsub", "loading", "stale", "fast", "may_replicate"}, acl: []string{"@pubsub", "@fast"}, group: "pubsub", summary: "Posts a message to a channel, on every node."},
+	"ssubscribe":   {arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, first: 1, last: -1, step: 1, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Listens for messages published to shard channels."},
+	"sunsubscribe": {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, first: 1, last: -1, step: 1, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Stops listening to shard channels."},
+	"spublish":     {arity: 3, flags: []string{"pubsub", "loading", "stale", "fast", "may_replicate"}, first: 1, last: 1, step: 1, acl: []string{"@pubsub", "@fast"}, group: "pubsub", summary: "Posts a message to a shard channel, on every node."},
+
+	"fence.acquire":   {arity: -4, flags: []string{"write"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Acquires a lock with a fencing token: key owner ttl-ms [WAIT ms]."},
+	"fence.extend":    {arity: 4, flags: []string{"write"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Renews the owner's lease: key owner ttl-ms."},
+	"fence.release":   {arity: 3, flags: []string{"write"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Releases the owner's lock: key owner."},
+	"fence.revoke":    {arity: 2, flags: []string{"write"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Frees a lock whoever holds it: key."},
+	"fence.status":    {arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Returns the holder, token and remaining lease: key."},
+	"fence.token":     {arity: -2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Returns the current grant's token: key [value]."},
+	"fence.check":     {arity: 3, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Reports whether a token is the current grant: key token."},
+	"fence.leader":    {arity: 1, group: "fencer", summary: "Returns the leader's ID and client address."},
+	"fence.members":   {arity: 1, group: "fencer", summary: "Lists the cluster's members."},
+	"fence.join":      {arity: 4, flags: []string{"write"}, group: "fencer", summary: "Adds a member: id raft-addr client-addr."},
+	"fence.remove":    {arity: 2, flags: []string{"write"}, group: "fencer", summary: "Removes a member: id."},
+	"fence.transfer":  {arity: -1, flags: []string{"write"}, group: "fencer", summary: "Transfers leadership: [id]."},
+	"fence.forwarded": {arity: 1, group: "fencer", summary: "Marks a connection as one a node forwards commands over."},
+}
+
+// hasSubcommands are the container commands, named "name|sub" in errors.
+var hasSubcommands = map[string]bool{"client": true, "command": true, "script": true}
+
+// allowedWhileSubscribed are the commands a RESP2 connection may send while
+// it is subscribed to a channel.
+var allowedWhileSubscribed = map[string]bool{
+	"subscribe": true, "ssubscribe": true, "unsubscribe": true, "sunsubscribe": true,
+	"psubscribe": true, "punsubscribe": true, "ping": true, "quit": true, "reset": true,
+}
+
+func sortedCommandNames() []string {
+	names := make([]string, 0, len(commandSpecs))
+	for n := range commandSpecs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// command: COMMAND | COMMAND COUNT | COMMAND LIST | COMMAND INFO name... |
+// COMMAND DOCS [name...].
+func (b *Bridge) command(r *request) {
+	if len(r.args) == 1 {
+		names := sortedCommandNames()
+		r.c.WriteArray(len(names))
+		for _, n := range names {
+			r.commandInfo(n)
+		}
+		return
+	}
+	sub := strings.ToLower(string(r.args[1]))
+	switch sub {
+	case "count", "list":
+		if len(r.args) != 2 {
+			r.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'command|%s' command", sub))
+			return
+		}
+		names := sortedCommandNames()
+		if sub == "count" {
+			r.c.WriteInt(len(names))
+			return
+		}
+		r.c.WriteArray(len(names))
+		for _, n := range names {
+			r.c.WriteBulkString(n)
+		}
+	case "info":
+		names := r.args[2:]
+		if len(names) == 0 {
+			for _, n := range sortedCommandNames() {
+				names = append(names, []byte(n))
+			}
+		}
+		r.c.WriteArray(len(names))
+		for _, n := range names {
+			name := strings.ToLower(string(n))
+			if _, ok := commandSpecs[name]; !ok {
+				r.null()
+				continue
+			}
+			r.commandInfo(name)
+		}
+	case "docs":
+		var names []string
+		for _, n := range r.args[2:] {
+			if _, ok := commandSpecs[strings.ToLower(string(n))]; ok {
+				names = append(names, strings.ToLower(string(n)))
+			}
+		}
+		if len(r.args) == 2 {
+			names = sortedCommandNames()
+		}
+		r.mapHeader(len(names))
+		for _, n := range names {
+			s := commandSpecs[n]
+			r.c.WriteBulkString(n)
+			r.mapHeader(4)
+			r.c.WriteBulkString("summary")
+			r.c.WriteBulkString(s.summary)
+			r.c.WriteBulkString("since")
+			r.c.WriteBulkString("1.0.0")
+			r.c.WriteBulkString("group")
+			r.c.WriteBulkString(s.group)
+			r.c.WriteBulkString("arguments")
+			r.c.WriteArray(0)
+		}
+	default:
+		r.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try COMMAND HELP.", truncate(r.args[1], 128)))
+	}
+}
+
+// commandInfo writes one COMMAND INFO entry: name, arity, flags, first key,
+// last key, step, ACL categories, tips, key specs, subcommands.
+func (r *request) commandInfo(name string) {
+	s := commandSpecs[name]
+	r.c.WriteArray(10)
+	r.c.WriteBulkString(name)
+	r.c.WriteInt(s.arity)
+	r.c.WriteArray(len(s.flags))
+	for _, f := range s.flags {
+		r.c.WriteString(f)
+	}
+	r.c.WriteInt(s.first)
+	r.c.WriteInt(s.last)
+	r.c.WriteInt(s.step)
+	r.c.WriteArray(len(s.acl))
+	for _, a := range s.acl {
+		r.c.WriteString(a)
+	}
+	r.c.WriteArray(0) // tips
+	r.c.WriteArray(0) // key specs
+	r.c.WriteArray(len(s.subcommands))
+	for _, sub := range s.subcommands {
+		r.c.WriteArray(10)
+		r.c.WriteBulkString(name + "|" + sub)
+		r.c.WriteInt(-2)
+		r.c.WriteArray(0)
+		for range 3 {
+			r.c.WriteInt(0)
+		}
+		r.c.WriteArray(0)
+		r.c.WriteArray(0)
+		r.c.WriteArray(0)
+		r.c.WriteArray(0)
+	}
+}
