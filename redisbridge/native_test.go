@@ -275,3 +275,23 @@ func TestPipelinedCommandsAnswerInOrder(t *testing.T) {
 	assert.Equal(t, ":1", lines[5])
 	assert.Equal(t, "+OK", lines[len(lines)-1])
 }
+
+func TestStateHashChangesWithTheTable(t *testing.T) {
+	addr, _ := startBridge(t)
+	c := newClient(t, addr)
+	_, err := do(t, c, "FENCE.ACQUIRE", "h", "me", 10000)
+	require.NoError(t, err)
+	first, err := do(t, c, "FENCE.STATEHASH")
+	require.NoError(t, err)
+	pair := first.([]any)
+	assert.Positive(t, pair[0].(int64))
+	assert.Regexp(t, "^[0-9a-f]{64}$", pair[1])
+	again, err := do(t, c, "FENCE.STATEHASH")
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "same table, same hash")
+	_, err = do(t, c, "FENCE.RELEASE", "h", "me")
+	require.NoError(t, err)
+	after, err := do(t, c, "FENCE.STATEHASH")
+	require.NoError(t, err)
+	assert.NotEqual(t, pair[1], after.([]any)[1])
+}
