@@ -65,6 +65,7 @@ func (s *fencingStory) say(format string, args ...any) {
 // output lines read as they come.
 type fencingProcess struct {
 	cmd     *exec.Cmd
+	started time.Time // before the process started: before any request it sent
 	stdin   io.WriteCloser
 	lines   chan string
 	errPath string
@@ -99,6 +100,7 @@ func startFencingClient(t *testing.T, story *fencingStory, args ...string) *fenc
 	}
 	p := &fencingProcess{cmd: cmd, stdin: stdin, lines: make(chan string, 100), errPath: errPath,
 		exited: make(chan struct{}), story: story}
+	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting lockclient: %v", err)
 	}

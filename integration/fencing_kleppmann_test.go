@@ -68,8 +68,11 @@ func fencingPauseClient1(t *testing.T, story *fencingStory, p *fencingProcess) t
 }
 
 // fencingAcquire is client 2 taking fencer's lock with FENCE.ACQUIRE …
-// WAIT: it is granted as soon as client 1's lease expires.
-func fencingAcquire(t *testing.T, story *fencingStory, d *daemon, key string) uint64 {
+// WAIT: it is granted as soon as client 1's lease expires. That must not
+// be before fencingTTL after client 1 sent its acquire (DESIGN.md, invariant
+// 3), which was after client 1's process started: a grant received earlier
+// than fencingTTL after that start is a server bug.
+func fencingAcquire(t *testing.T, story *fencingStory, d *daemon, key string, client1 *fencingProcess) uint64 {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: d.addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
 		ReadTimeout: 2 * fencingStep})
@@ -84,6 +87,9 @@ func fencingAcquire(t *testing.T, story *fencingStory, d *daemon, key string) ui
 	tok, ok := reply[0].(int64)
 	if !ok || len(reply) != 2 {
 		t.Fatalf("client 2: FENCE.ACQUIRE answered %v", reply)
+	}
+	if early := time.Until(client1.started.Add(fencingTTL)); early > 0 {
+		t.Errorf("client 2 was granted the lock %v before client 1's lease could have ended", early)
 	}
 	return uint64(tok)
 }
@@ -122,7 +128,7 @@ func TestFencingKleppmannFencerHTTPStore(t *testing.T) {
 	tok1 := fencingToken(t, p.expect(t, "acquired", fencingStep))
 	paused := fencingPauseClient1(t, story, p)
 
-	tok2 := fencingAcquire(t, story, d, "report")
+	tok2 := fencingAcquire(t, story, d, "report", p)
 	story.say("client 2 │ acquired lock \"report\": token %d, %.2fs after client 1 was paused (client 1's lease ran out)",
 		tok2, time.Since(paused).Seconds())
 	code := fencingPut(t, store.url, fencingValue2, tok2)
@@ -173,7 +179,7 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 	tok1 := fencingToken(t, p.expect(t, "acquired", fencingStep))
 	paused := fencingPauseClient1(t, story, p)
 
-	tok2 := fencingAcquire(t, story, d, "report")
+	tok2 := fencingAcquire(t, story, d, "report", p)
 	story.say("client 2 │ acquired lock \"report\": token %d, %.2fs after client 1 was paused", tok2, time.Since(paused).Seconds())
 	rc := redis.NewClient(&redis.Options{Addr: storeRedis.addr})
 	defer rc.Close()
