@@ -33,6 +33,8 @@ type options struct {
 	join                                           []string
 	logLevel, raftLogLevel                         string
 	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
+	snapshotThreshold                              uint64
+	snapshotInterval                               time.Duration
 	defaultLockTTL                                 time.Duration
 	redlockMultiEndpoint                           bool
 }
@@ -70,6 +72,8 @@ Try it with redis-cli:
 	f.DurationVar(&o.requestTimeout, "request-timeout", redisbridge.DefaultConfig().RequestTimeout, "bound on every request (a WAIT gets its wait on top)")
 	f.DurationVar(&o.defaultLockTTL, "default-lock-ttl", redisbridge.DefaultConfig().DefaultLockTTL, "lease of a lock taken by SETNX, or SET NX without PX/EX (Redis would keep it forever)")
 	f.BoolVar(&o.redlockMultiEndpoint, "redlock-multi-endpoint", false, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
+	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries between snapshots")
+	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft checks whether to snapshot")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", def.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
 	return cmd
@@ -100,6 +104,7 @@ func run(ctx context.Context, o options) error {
 	cfg.RaftAddr, cfg.RaftAdvertise, cfg.ClientAddr = o.raftListen, o.raftAdvertise, o.advertise
 	cfg.Join = len(o.join) > 0
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
+	cfg.SnapshotThreshold, cfg.SnapshotInterval = o.snapshotThreshold, o.snapshotInterval
 	if cfg.RaftAddr == "" {
 		a, err := raftAddrFor(o.listen)
 		if err != nil {
@@ -170,6 +175,7 @@ func withFlagHints(err error) error {
 	hints := []struct{ field, flag string }{
 		{"ClientAddr", "--advertise"}, {"RaftAdvertise", "--raft-advertise"}, {"RaftAddr", "--raft-listen"},
 		{"MinTTL", "--min-ttl"}, {"MaxTTL", "--max-ttl"}, {"MaxWait", "--max-wait"}, {"DataDir", "--data-dir"},
+		{"SnapshotThreshold", "--snapshot-threshold"}, {"SnapshotInterval", "--snapshot-interval"},
 	}
 	var used []string
 	for _, h := range hints {
