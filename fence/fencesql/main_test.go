@@ -8,8 +8,8 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if err := stopPostgres(); err != nil {
-		fmt.Fprintln(os.Stderr, "fencesql tests: stopping PostgreSQL:", err)
+	if err := removePostgresTemplate(); err != nil {
+		fmt.Fprintln(os.Stderr, "fencesql tests: removing the PostgreSQL template cluster:", err)
 		if code == 0 {
 			code = 1
 		}

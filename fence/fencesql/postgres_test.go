@@ -14,28 +14,28 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
 
-// The PostgreSQL server the tests share: started by the first test that
-// needs it, in a temporary directory, on a free loopback port, and stopped
-// by TestMain.
-var pg struct {
+// PostgreSQL for the tests: initdb runs once (it takes seconds), into a
+// template directory that TestMain removes; each test then copies the
+// template, starts its own server on a free loopback port (a fraction of a
+// second), and stops it when it ends.
+var pgTemplate struct {
 	once sync.Once
-	srv  *pgServer
+	dir  string // holds data/, an initialised cluster
+	bin  string
 	err  error
-	dbs  atomic.Int64 // databases created, for unique names
 }
 
 // missingPostgres is the advice given when PostgreSQL cannot be started.
 const missingPostgres = "these tests need a real PostgreSQL server (initdb, pg_ctl and postgres);" +
 	" on Debian or Ubuntu install it with: apt-get install postgresql"
 
-// pgServer is a running PostgreSQL cluster of the tests' own.
+// pgServer is a running PostgreSQL cluster of one test.
 type pgServer struct {
 	bin     string // directory holding initdb, pg_ctl, postgres
 	dir     string // owned by the server's user: data, socket, log
@@ -44,42 +44,35 @@ type pgServer struct {
 	logPath string
 }
 
-// openPostgres returns a connection pool to a fresh database on the shared
-// server, dropped when the test ends. It fails the test (never skips it) if
-// PostgreSQL cannot be started.
+// openPostgres starts a PostgreSQL server of the test's own and returns a
+// connection pool to it; both are closed when the test ends. It fails the
+// test (never skips it) if PostgreSQL cannot be started.
 func openPostgres(t *testing.T) *sql.DB {
 	t.Helper()
-	pg.once.Do(func() { pg.srv, pg.err = startPostgres() })
-	if pg.err != nil {
-		t.Fatalf("starting PostgreSQL: %v\n%s", pg.err, missingPostgres)
+	pgTemplate.once.Do(func() { pgTemplate.bin, pgTemplate.dir, pgTemplate.err = initPostgres() })
+	if pgTemplate.err != nil {
+		t.Fatalf("preparing PostgreSQL: %v\n%s", pgTemplate.err, missingPostgres)
 	}
-	admin, err := sql.Open("pgx", pg.srv.dsn("postgres"))
+	s, err := startPostgres(pgTemplate.bin, pgTemplate.dir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	name := fmt.Sprintf("fencesql_%d", pg.dbs.Add(1))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("creating database %s: %v", name, err)
-	}
-	db, err := sql.Open("pgx", pg.srv.dsn(name))
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("starting PostgreSQL: %v\n%s", err, missingPostgres)
 	}
 	t.Cleanup(func() {
-		db.Close()
-		admin, err := sql.Open("pgx", pg.srv.dsn("postgres"))
-		if err != nil {
+		if err := s.stop(); err != nil {
 			t.Error(err)
-			return
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("DROP DATABASE " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("dropping database %s: %v", name, err)
 		}
 	})
+	db, err := sql.Open("pgx", s.dsn("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() }) // runs before the stop above
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		log, _ := os.ReadFile(s.logPath)
+		t.Fatalf("connecting to PostgreSQL at 127.0.0.1:%s: %v\nserver log:\n%s", s.port, err, log)
+	}
 	return db
 }
 
@@ -112,43 +105,66 @@ func postgresBin() (string, error) {
 	return "", errors.New("no initdb under /usr/lib/postgresql/*/bin or on PATH")
 }
 
-// startPostgres creates a cluster in a new temporary directory and starts
-// it on a free loopback port. initdb refuses to run as root, so a root
-// process runs the server as the postgres user (which Debian's package
-// creates), with runuser, in a directory that user owns.
-func startPostgres() (*pgServer, error) {
-	bin, err := postgresBin()
+// asPostgres returns the command prefix that runs a server binary as the
+// postgres user when this process is root (initdb refuses to run as root;
+// Debian's package creates that user), and chowns dir to that user.
+func asPostgres(dir string) ([]string, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
 	if err != nil {
+		return nil, fmt.Errorf("running as root, and there is no postgres user to run the server as: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
 		return nil, err
 	}
+	runuser, err := exec.LookPath("runuser")
+	if err != nil {
+		return nil, fmt.Errorf("running as root and runuser (util-linux) is not on PATH: %w", err)
+	}
+	return []string{runuser, "-u", "postgres", "--"}, nil
+}
+
+// initPostgres creates the template cluster in a new temporary directory
+// and returns the binaries' directory and the template's.
+func initPostgres() (bin, dir string, err error) {
+	if bin, err = postgresBin(); err != nil {
+		return "", "", err
+	}
+	if dir, err = os.MkdirTemp("", "fencesql-pg-template-"); err != nil {
+		return "", "", err
+	}
+	s := &pgServer{bin: bin, dir: dir}
+	if s.asUser, err = asPostgres(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
+	}
+	if out, err := s.run("initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	return bin, dir, nil
+}
+
+// startPostgres copies the template cluster into a new temporary directory
+// and starts a server on it, on a free loopback port.
+func startPostgres(bin, template string) (*pgServer, error) {
 	dir, err := os.MkdirTemp("", "fencesql-pg-")
 	if err != nil {
 		return nil, err
 	}
 	s := &pgServer{bin: bin, dir: dir, logPath: filepath.Join(dir, "postgres.log")}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root, and there is no postgres user to run the server as: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		runuser, err := exec.LookPath("runuser")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root and runuser (util-linux) is not on PATH: %w", err)
-		}
-		s.asUser = []string{runuser, "-u", "postgres", "--"}
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := s.run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
+	if s.asUser, err = asPostgres(dir); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+		return nil, err
+	}
+	// cp -a keeps the owner (when root) and the data directory's 0700.
+	if out, err := exec.Command("cp", "-a", filepath.Join(template, "data"), filepath.Join(dir, "data")).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("copying the template cluster: %v\n%s", err, out)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -162,9 +178,8 @@ func startPostgres() (*pgServer, error) {
 		"-c port=" + s.port,
 		"-c unix_socket_directories=" + dir,
 		"-c fsync=off", // a throwaway cluster: speed over durability
-		"-c max_connections=200",
 	}, " ")
-	if out, err := s.run("pg_ctl", "-D", data, "-l", s.logPath, "-o", opts, "-w", "-t", "60", "start"); err != nil {
+	if out, err := s.run("pg_ctl", "-D", filepath.Join(dir, "data"), "-l", s.logPath, "-o", opts, "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(s.logPath)
 		s.stop()
 		return nil, fmt.Errorf("pg_ctl start: %v\n%s\nserver log:\n%s", err, out, log)
@@ -198,10 +213,10 @@ func (s *pgServer) stop() error {
 	return err
 }
 
-// stopPostgres stops the shared server if a test started it.
-func stopPostgres() error {
-	if pg.srv == nil {
+// removePostgresTemplate removes the template cluster, if a test made one.
+func removePostgresTemplate() error {
+	if pgTemplate.dir == "" {
 		return nil
 	}
-	return pg.srv.stop()
+	return os.RemoveAll(pgTemplate.dir)
 }
