@@ -23,6 +23,7 @@ type StaleTokenError struct {
 	Highest  uint64
 }
 
+// Error names the resource and both tokens.
 func (e *StaleTokenError) Error() string {
 	return fmt.Sprintf("fence: stale token %d for %q: token %d was already admitted", e.Token, e.Resource, e.Highest)
 }
