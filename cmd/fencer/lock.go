@@ -135,10 +135,16 @@ func (a *app) lockLease(ctx context.Context, c *client.Client, name string, ttl,
 }
 
 // release releases the lease after the command ended. A failure is only
-// reported: the lock expires after its TTL anyway.
+// reported: the lock expires after its TTL anyway. A lost lease is released
+// too (the server may have renewed it after all, with the reply lost), but
+// briefly: the cluster was likely out of reach.
 func (a *app) release(l *client.Lease) {
 	lostBefore := l.Err() != nil && !errors.Is(l.Err(), client.ErrReleased)
-	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	timeout := a.timeout
+	if lostBefore {
+		timeout = min(timeout, time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := l.Release(ctx); err != nil && !lostBefore {
 		fmt.Fprintf(a.stderr, "fencer: releasing %q: %v (it expires after its TTL)\n", l.Name(), err)
