@@ -155,9 +155,9 @@ func TestClientLockIsFIFOWithoutPolling(t *testing.T) {
 	const waiters = 3
 	const expiry = 10 * time.Second // waits of 5s, renewed every 2.5s
 	type served struct {
-		who      int
-		token    uint64
-		waited   time.Duration
+		who        int
+		token      uint64
+		waited     time.Duration
 		commands   int64
 		acquires   int64
 		handshakes int64
