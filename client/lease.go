@@ -198,10 +198,7 @@ func (l *Lease) extend(ctx context.Context) error {
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
 	defer stop()
 
-	p := retry{attempt: func() time.Duration {
-		left := time.Until(l.Until())
-		return min(l.c.cfg.requestTimeout, max(left/2, min(left, minRenewAttempt)))
-	}}
+	p := retry{attempt: l.attemptTimeout}
 	v, sent, err := l.c.exchange(ctx, p, "FENCE.EXTEND", l.name, l.owner, millis(l.ttl))
 	if err != nil {
 		if cerr := l.Err(); cerr != nil {
@@ -216,6 +213,19 @@ func (l *Lease) extend(ctx context.Context) error {
 	}
 	l.valid(sent)
 	return nil
+}
+
+// attemptTimeout bounds one renewal attempt. With other nodes to try, an
+// attempt gets half the validity left (at least minRenewAttempt of it), so
+// that a node that hangs leaves time for the next; with one node, a retry
+// could only go to the same node, and a slow reply is still worth having,
+// so it gets all of it.
+func (l *Lease) attemptTimeout() time.Duration {
+	left := time.Until(l.Until())
+	if len(l.c.nodes) == 1 {
+		return min(l.c.cfg.requestTimeout, left)
+	}
+	return min(l.c.cfg.requestTimeout, max(left/2, min(left, minRenewAttempt)))
 }
 
 // minRenewAttempt is the shortest timeout a renewal attempt gets while the

@@ -228,16 +228,16 @@ func TestLeaseEndsWhenValidityRunsOut(t *testing.T) {
 
 func TestAutoRenewKeepsTheLease(t *testing.T) {
 	c := newClient(t)
-	const ttl = 300 * time.Millisecond
+	const ttl = time.Second
 	l := mustAcquire(t, c, "renewed", client.WithTTL(ttl), client.WithAutoRenew())
 	select {
 	case <-l.Done():
 		t.Fatalf("lease lost while renewed: %v", l.Err())
-	case <-time.After(15 * ttl):
+	case <-time.After(5 * ttl):
 	}
 	s, held, err := c.Status(ctxT(t, 10*time.Second), "renewed")
 	if err != nil || !held || s.Token != l.Token() || s.Owner != l.Owner() {
-		t.Fatalf("after 15 TTLs Status = %+v, %v, %v; want still held with token %d", s, held, err, l.Token())
+		t.Fatalf("after 5 TTLs Status = %+v, %v, %v; want still held with token %d", s, held, err, l.Token())
 	}
 	if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)

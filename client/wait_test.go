@@ -45,7 +45,7 @@ func TestAcquireServesWaitersInOrder(t *testing.T) {
 	holder := mustAcquire(t, c, "line", client.WithTTL(10*time.Second), client.WithAutoRenew())
 
 	const waiters = 3
-	const ttl = 600 * time.Millisecond // waits of 300ms, reissued every 150ms
+	const ttl = 2 * time.Second // waits of 1s, reissued every 500ms
 	type served struct {
 		who   int
 		token uint64

@@ -70,12 +70,12 @@ func TestClientAutoRenewHoldsForManyTTLs(t *testing.T) {
 	d := startFencerd(t)
 	c := clNew(t, []string{d.addr})
 	other := clNew(t, []string{d.addr})
-	const ttl = time.Second
+	const ttl = 1500 * time.Millisecond
 	l, err := c.TryAcquire(clCtx(t, requestTimeout), "renewed", client.WithTTL(ttl), client.WithAutoRenew())
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now().Add(12 * ttl)
+	end := time.Now().Add(10 * ttl)
 	for time.Now().Before(end) {
 		select {
 		case <-l.Done():

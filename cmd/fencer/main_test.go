@@ -192,6 +192,9 @@ func TestAcquireWaitsWithWait(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("acquire --wait took %v for a lease of 1s", took)
 	}
+	if r := fencer(t, "release", "cli-wait", assignments(t, r.stdout)["FENCER_OWNER"]); r.code != 0 {
+		t.Fatalf("release: exit %d, %s", r.code, r.stderr)
+	}
 }
 
 func TestLockRunsTheCommandWithTheToken(t *testing.T) {
