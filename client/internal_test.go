@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -166,4 +169,40 @@ func TestFailedMovesOn(t *testing.T) {
 		t.Fatalf("current = %d, want 1", c.cur)
 	}
 	_ = n2
+}
+
+func TestMutexBudget(t *testing.T) {
+	for _, tc := range []struct {
+		tries int
+		delay time.Duration
+		want  time.Duration
+	}{
+		{32, 250 * time.Millisecond, 31 * 250 * time.Millisecond},
+		{1, time.Second, 0},
+		{0, time.Second, 0},
+		{5, 0, 0},
+		{math.MaxInt, time.Hour, math.MaxInt64},
+	} {
+		m := &Mutex{tries: tc.tries, retryDelay: tc.delay}
+		if got := m.budget(); got != tc.want {
+			t.Errorf("budget(%d tries, %v) = %v, want %v", tc.tries, tc.delay, got, tc.want)
+		}
+	}
+}
+
+// The client must not depend on the server's packages (DESIGN.md): a user
+// who imports it gets go-redis, not Raft.
+func TestImportsNoServerPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"github.com/fencerlock/fencer/server", "github.com/fencerlock/fencer/fsm",
+			"github.com/fencerlock/fencer/redisbridge", "github.com/hashicorp/raft"} {
+			if dep == banned || strings.HasPrefix(dep, banned+"/") {
+				t.Errorf("package client depends on %s", dep)
+			}
+		}
+	}
 }

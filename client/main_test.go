@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	stop, addr, err := startNode()
+	stop, addr, err := startNode(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "client tests: starting a fencer node:", err)
 		return 1
@@ -35,9 +35,10 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// startNode starts a one-node cluster in a temporary directory and waits
-// until it grants locks.
-func startNode() (stop func(), addr string, err error) {
+// startNode starts a one-node cluster in a temporary directory, with
+// mod applied to its configuration if not nil, and waits until it grants
+// locks.
+func startNode(mod func(*server.Config)) (stop func(), addr string, err error) {
 	dir, err := os.MkdirTemp("", "fencer-client-test-")
 	if err != nil {
 		return nil, "", err
@@ -51,6 +52,9 @@ func startNode() (stop func(), addr string, err error) {
 	cfg := server.DefaultConfig()
 	cfg.DataDir, cfg.RaftAddr, cfg.ClientAddr = dir, "127.0.0.1:0", ln.Addr().String()
 	cfg.RaftLogLevel, cfg.Logger = "off", quiet
+	if mod != nil {
+		mod(&cfg)
+	}
 	node, err := server.Open(cfg)
 	if err != nil {
 		ln.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -133,7 +134,7 @@ func (m *Mutex) Lock() error {
 
 // LockContext is Lock with a context; it stops waiting when ctx ends.
 func (m *Mutex) LockContext(ctx context.Context) error {
-	return m.lock(ctx, m.tries > 1)
+	return m.lock(ctx, m.budget() > 0)
 }
 
 // TryLock locks m only if it is free: it does not wait. It returns an error
@@ -155,7 +156,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	lctx := ctx
 	if wait {
 		var cancel context.CancelFunc
-		lctx, cancel = context.WithTimeout(ctx, time.Duration(m.tries-1)*m.retryDelay)
+		lctx, cancel = context.WithTimeout(ctx, m.budget())
 		defer cancel()
 	}
 	g, err := m.c.acquire(lctx, m.name, value, m.expiry, allowance(m.expiry, m.drift), wait)
@@ -164,7 +165,7 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 		// Lock's own bound passed: as with redsync, a failure to lock, not
 		// the caller's deadline.
-		budget := time.Duration(m.tries-1) * m.retryDelay
+		budget := m.budget()
 		if errors.Is(err, ErrLocked) {
 			return fmt.Errorf("%w %q: %w (waited %v)", ErrFailed, m.name, ErrLocked, budget)
 		}
@@ -179,6 +180,18 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	m.value, m.token = value, g.token
 	m.until = g.sent.Add(g.ttl - allowance(m.expiry, m.drift))
 	return nil
+}
+
+// budget is how long Lock waits: (tries − 1) × retry delay, without
+// overflowing.
+func (m *Mutex) budget() time.Duration {
+	if m.retryDelay <= 0 || m.tries <= 1 {
+		return 0
+	}
+	if int64(m.tries-1) > int64(math.MaxInt64/m.retryDelay) {
+		return math.MaxInt64
+	}
+	return time.Duration(m.tries-1) * m.retryDelay
 }
 
 // Unlock unlocks m and reports whether it held the lock. It returns false

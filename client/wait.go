@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,10 @@ import (
 // request to one node for long (and stays below the server's --max-wait,
 // 1h by default).
 const maxRound = 30 * time.Second
+
+// minRound is the shortest wait the client falls back to when the server
+// refuses longer ones.
+const minRound = 100 * time.Millisecond
 
 // roundLength is how long one FENCE.ACQUIRE … WAIT waits: half the TTL, so
 // that a grant arriving at the very end of a wait still has half its
@@ -134,6 +139,14 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 				continue
 			}
 			f := classify(r.err)
+			if !f.transient && errors.Is(f.err, ErrInvalidArgument) &&
+				strings.Contains(f.err.Error(), "wait") && round > minRound {
+				// The server allows shorter waits (fencerd --max-wait).
+				round = max(round/2, minRound)
+				start()
+				next.Reset(round / 2)
+				continue
+			}
 			if !f.transient {
 				return giveUp(f.err)
 			}

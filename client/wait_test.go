@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/client"
+	"github.com/fencerlock/fencer/server"
 )
 
 // countingConn counts the FENCE.ACQUIRE commands written on a connection.
@@ -186,5 +187,44 @@ func TestAcquireByAReleasedOwnerIsRefused(t *testing.T) {
 	}
 	if n := sent.Load(); n > 2 {
 		t.Errorf("%d acquires sent; want the first try and one wait", n)
+	}
+}
+
+// A server that allows only short waits (fencerd --max-wait) refuses the
+// client's usual wait of TTL/2; the client falls back to shorter ones.
+func TestAcquireAdaptsToTheServersMaxWait(t *testing.T) {
+	stop, addr, err := startNode(func(cfg *server.Config) { cfg.MaxWait = time.Second })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	c, err := client.New([]string{addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	holder, err := c.TryAcquire(ctxT(t, 10*time.Second), "short-waits", client.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(ctxT(t, 20*time.Second), "short-waits", client.WithTTL(10*time.Second))
+		if err == nil && l.Token() <= holder.Token() {
+			err = fmt.Errorf("token %d after %d", l.Token(), holder.Token())
+		}
+		got <- err
+	}()
+	time.Sleep(2 * time.Second)
+	if err := holder.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Acquire against --max-wait 1s: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire did not get the lock within 10s of its release")
 	}
 }
