@@ -1,0 +1,251 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRedlockClients runs each real lock client, unmodified, against each
+// deployment: one node; three nodes with the client given one follower's
+// address; three nodes with --redlock-multi-endpoint and the client given
+// every address. Under contention from several goroutines or processes no
+// two holders are ever inside at once, and each holder's fencing token is
+// larger than the previous holder's.
+func TestRedlockClients(t *testing.T) {
+	tools := rlInstall(t)
+	for _, topo := range []rlTopology{rlSingle, rlOneAddress, rlEveryAddress} {
+		t.Run(topo.String(), func(t *testing.T) {
+			env := rlStart(t, topo)
+			t.Run("redsync", func(t *testing.T) {
+				rlRedsyncContention(t, env, "rs-"+topo.String(), 4, 5, nil)
+			})
+			t.Run("node-redlock-v4", func(t *testing.T) {
+				tools.runNodeRedlock(t, env, "4", "nr4-"+topo.String(), 3, 4, 20*time.Millisecond, 10*time.Second)
+			})
+			t.Run("node-redlock-v5", func(t *testing.T) {
+				tools.runNodeRedlock(t, env, "5", "nr5-"+topo.String(), 3, 4, 20*time.Millisecond, 10*time.Second)
+			})
+			t.Run("redis-py", func(t *testing.T) {
+				tools.runRedisPy(t, env, "py-"+topo.String(), 3, 4)
+			})
+			t.Run("redis-cli", func(t *testing.T) {
+				rlRedisCli(t, env, "cli-"+topo.String())
+			})
+		})
+	}
+}
+
+// rlRedsyncClients returns one go-redis client per address, with go-redis's
+// defaults (RESP3 through HELLO 3, CLIENT SETINFO) except a read timeout
+// long enough for a request that is forwarded across an election.
+func rlRedsyncClients(t *testing.T, addrs []string) []redsyncredis.Pool {
+	t.Helper()
+	var pools []redsyncredis.Pool
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, ReadTimeout: 2 * requestTimeout})
+		t.Cleanup(func() { _ = c.Close() })
+		pools = append(pools, goredis.NewPool(c))
+	}
+	return pools
+}
+
+// rlToken fetches the fencing token of value's grant of key, through the
+// first of addrs that answers (a node may have been killed).
+func rlToken(ctx context.Context, addrs []string, key, value string) (int64, error) {
+	var err error
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 3, MaxRetries: -1, ReadTimeout: 2 * requestTimeout})
+		var tok int64
+		tok, err = c.Do(ctx, "FENCE.TOKEN", key, value).Int64()
+		_ = c.Close()
+		if err == nil {
+			return tok, nil
+		}
+	}
+	return 0, err
+}
+
+// rlRedsyncContention has workers goroutines, each with its own redsync
+// instance, take the mutex iterations times: inside, each fetches its
+// token, extends the lock once and checks it still holds it. during, if set,
+// runs inside worker 0's second critical section (a leader kill).
+func rlRedsyncContention(t *testing.T, env *rlEnv, key string, workers, iterations int, during func(value string, token int64) error) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		history []string
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	record := func(line string) {
+		mu.Lock()
+		history = append(history, line)
+		mu.Unlock()
+	}
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	expiry := 8 * time.Second
+	if during != nil {
+		// A holder waits out an election inside: its lease must last.
+		expiry = 30 * time.Second
+	}
+	for w := range workers {
+		rs := redsync.New(rlRedsyncClients(t, env.addrs)...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			who := "rs-" + strconv.Itoa(w)
+			for i := range iterations {
+				m := rs.NewMutex(key, redsync.WithExpiry(expiry), redsync.WithTries(1000),
+					redsync.WithRetryDelay(50*time.Millisecond))
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				err := func() error {
+					if err := m.LockContext(ctx); err != nil {
+						return fmt.Errorf("%s Lock: %w", who, err)
+					}
+					tok, err := rlToken(ctx, env.addrs, key, m.Value())
+					if err != nil {
+						return fmt.Errorf("%s FENCE.TOKEN: %w", who, err)
+					}
+					record(fmt.Sprintf("enter %s %d", who, tok))
+					time.Sleep(10 * time.Millisecond)
+					if during != nil && w == 0 && i == 1 {
+						if err := during(m.Value(), tok); err != nil {
+							return err
+						}
+					}
+					if ok, err := m.ExtendContext(ctx); !ok || err != nil {
+						return fmt.Errorf("%s Extend: %v %w", who, ok, err)
+					}
+					if tok2, err := rlToken(ctx, env.addrs, key, m.Value()); err != nil || tok2 != tok {
+						return fmt.Errorf("%s: token after Extend is %d (%v), was %d", who, tok2, err, tok)
+					}
+					record("exit " + who)
+					if ok, err := m.UnlockContext(ctx); !ok || err != nil {
+						return fmt.Errorf("%s Unlock: %v %w", who, ok, err)
+					}
+					return nil
+				}()
+				cancel()
+				if err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	rlCheckHistory(t, history, workers*iterations)
+}
+
+// rlRedisCli drives the lock commands with the real redis-cli, in RESP2 and
+// (-3) RESP3, through the first address the clients are given.
+func rlRedisCli(t *testing.T, env *rlEnv, key string) {
+	t.Helper()
+	host, port, _ := strings.Cut(env.addrs[0], ":")
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer cancel()
+		full := append([]string{"-h", host, "-p", port}, args...)
+		out, err := exec.CommandContext(ctx, "redis-cli", full...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimRight(string(out), "\n")
+	}
+	expect := func(want string, args ...string) {
+		t.Helper()
+		if got := run(args...); got != want {
+			t.Fatalf("redis-cli %s = %q, want %q", strings.Join(args, " "), got, want)
+		}
+	}
+	multi := env.topo == rlEveryAddress
+	expect("OK", "SET", key, "me", "NX", "PX", "10000")
+	if multi {
+		// The same value's acquire through every node succeeds, as a
+		// Redlock client given every node needs.
+		for _, a := range env.addrs {
+			h, p, _ := strings.Cut(a, ":")
+			expect("OK", "-h", h, "-p", p, "SET", key, "me", "NX", "PX", "10000")
+		}
+	} else {
+		expect("", "SET", key, "me", "NX", "PX", "10000")
+	}
+	expect("", "SET", key, "you", "PX", "10000", "NX")
+	expect("me", "GET", key)
+	expect("1", "EXISTS", key)
+	if ms, err := strconv.Atoi(run("PTTL", key)); err != nil || ms <= 0 || ms > 10000 {
+		t.Fatalf("PTTL = %d (%v), want 1..10000", ms, err)
+	}
+	tok, err := strconv.ParseInt(run("FENCE.TOKEN", key, "me"), 10, 64)
+	if err != nil || tok <= 0 {
+		t.Fatalf("FENCE.TOKEN %s me: %d %v", key, tok, err)
+	}
+	expect("", "FENCE.TOKEN", key, "you")
+	release := "if redis.call(\"get\",KEYS[1]) == ARGV[1] then return redis.call(\"del\",KEYS[1]) else return 0 end"
+	expect("ERR fencer runs no Lua: this script (sha1 "+scriptSHA1(release)+") is not one of the lock scripts it knows (go-redsync/redsync v4, node-redlock v4 and v5, redis-py Lock, Redisson RLock); see docs/redlock.md",
+		"EVAL", release, "1", key, "me")
+	expect("1", "EVAL", redsyncDeleteText, "1", key, "me")
+	if multi {
+		// A repeated release succeeds; a delayed acquire after it cannot
+		// bring the lock back.
+		expect("1", "EVAL", redsyncDeleteText, "1", key, "me")
+		expect("", "SET", key, "me", "NX", "PX", "10000")
+	} else {
+		expect("-1", "EVAL", redsyncDeleteText, "1", key, "me")
+		expect("OK", "SET", key, "me", "NX", "PX", "10000")
+		expect("1", "DEL", key)
+	}
+	expect("1", "SETNX", key, "again")
+	if s, err := strconv.Atoi(run("TTL", key)); err != nil || s < 25 || s > 30 {
+		t.Fatalf("TTL after SETNX = %d (%v), want the default lock TTL, 30 s", s, err)
+	}
+	expect("1", "DEL", key)
+	// RESP3: redis-cli -3 sends HELLO 3 first.
+	expect("", "-3", "GET", key)
+	expect("OK", "-3", "SET", key, "three", "NX", "EX", "10")
+	expect("three", "-3", "GET", key)
+	if hello := run("-3", "HELLO", "3"); !strings.Contains(hello, "proto 3") || !strings.Contains(hello, "role master") {
+		t.Fatalf("HELLO 3 = %q", hello)
+	}
+}
+
+// redsyncDeleteText is redsync v4.12+'s release script, as redsync sends it.
+const redsyncDeleteText = `
+	local val = redis.call("GET", KEYS[1])
+	if val == ARGV[1] then
+		return redis.call("DEL", KEYS[1])
+	elseif val == false then
+		return -1
+	else
+		return 0
+	end
+`
+
+func scriptSHA1(text string) string {
+	sum := sha1.Sum([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
