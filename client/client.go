@@ -295,10 +295,17 @@ func (c *Client) exchange(ctx context.Context, p retry, args ...any) (reply any,
 			return nil, sent, unavailable(last)
 		}
 		if tries%len(c.nodes) == 0 {
-			if err := sleep(ctx, c.ctx, jitter(backoff)); err != nil {
+			pause := jitter(backoff)
+			if p.failover > 0 {
+				pause = min(pause, p.failover-time.Since(start))
+			}
+			if err := sleep(ctx, c.ctx, pause); err != nil {
 				continue // reported at the top of the loop
 			}
 			backoff = min(2*backoff, maxBackoff)
+			if p.failover > 0 && time.Since(start) >= p.failover {
+				return nil, sent, unavailable(last)
+			}
 		}
 	}
 }

@@ -32,8 +32,11 @@ token to the storage the command writes to, so that a write that comes too
 late is refused.
 
 lock writes nothing to standard output; the command's output is the only
-output. SIGTERM and SIGHUP are passed on to the command. SIGINT is not: from a
-terminal, Ctrl-C reaches the command directly.
+output. SIGINT, SIGTERM and SIGHUP are passed on to the command. When
+standard input is not a terminal, the command runs in a process group of its
+own, and signals (and the SIGTERM and SIGKILL of a lost lease) go to the
+whole group; on a terminal it stays in the foreground, Ctrl-C reaches it
+directly, and only the command itself is signalled.
 
 Exit status: the command's (128+n if signal n killed it); 125 if the lock
 could not be taken (including --wait running out); 126 if the command cannot
@@ -90,6 +93,24 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	child.Args[0] = argv[0]
 	child.Env = append(os.Environ(), "FENCER_TOKEN="+strconv.FormatUint(lease.Token(), 10), "FENCER_LOCK="+name)
 	child.Stdin, child.Stdout, child.Stderr = a.stdin, a.stdout, a.stderr
+	// Output still held open by the command's own children after it exits
+	// does not hold up fencer for long.
+	child.WaitDelay = time.Second
+	// Without a terminal, the command gets a process group of its own, so
+	// that stopping it stops everything it started. On a terminal it stays
+	// in fencer's group, the terminal's foreground, so that it can read the
+	// terminal and gets Ctrl-C from it directly.
+	group := !isTerminal(a.stdin)
+	if group {
+		child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	signalChild := func(s syscall.Signal) {
+		if group {
+			_ = syscall.Kill(-child.Process.Pid, s)
+		} else {
+			_ = child.Process.Signal(s)
+		}
+	}
 	// Signals are caught before the command starts, so none is lost.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -105,19 +126,25 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	for {
 		select {
 		case err := <-exited:
+			if lost == nil && group {
+				// The lease is gone: nothing the command started may
+				// go on writing.
+				signalChild(syscall.SIGKILL)
+			}
 			return exitStatus(child, err)
 		case s := <-sigs:
-			if s != syscall.SIGINT {
-				_ = child.Process.Signal(s)
+			if s == syscall.SIGINT && !group {
+				continue // the terminal sent it to the command too
 			}
+			signalChild(s.(syscall.Signal))
 		case <-lost:
 			lost = nil
 			fmt.Fprintf(a.stderr, "fencer: lost the lock %q: %v; stopping the command (SIGTERM, then SIGKILL after %v)\n",
 				name, lease.Err(), killAfter)
-			_ = child.Process.Signal(syscall.SIGTERM)
+			signalChild(syscall.SIGTERM)
 			kill = time.After(killAfter)
 		case <-kill:
-			_ = child.Process.Kill()
+			signalChild(syscall.SIGKILL)
 		}
 	}
 }

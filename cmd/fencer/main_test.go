@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,10 +236,13 @@ func TestLockExitStatus(t *testing.T) {
 }
 
 // A lease taken away while the command runs (here, revoked by an operator)
-// stops the command.
+// stops the command, and what the command started.
 func TestLockStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
 	done := make(chan result, 1)
-	go func() { done <- fencer(t, "lock", "--ttl", "1500ms", "cli-lost", "--", "sleep", "30") }()
+	go func() {
+		done <- fencer(t, "lock", "--ttl", "1500ms", "cli-lost", "--", "sh", "-c", "sleep 30 & echo $! > "+pidFile+"; wait")
+	}()
 	rdb := redis.NewClient(&redis.Options{Addr: nodeAddr, Protocol: 2, DisableIdentity: true})
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -259,6 +264,22 @@ func TestLockStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 		}
 		if took := time.Since(revoked); took > 3*time.Second {
 			t.Fatalf("command stopped %v after the revoke; renewals run every 500ms", took)
+		}
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Reaped by init or not, a killed process soon stops existing.
+		deadline := time.Now().Add(5 * time.Second)
+		for syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the command's child %d still runs", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command still runs 10s after its lock was revoked")
@@ -331,4 +352,15 @@ func TestShellQuote(t *testing.T) {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// zombie reports whether pid has exited but is not reaped yet.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesized command name.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
