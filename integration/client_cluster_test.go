@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,7 +66,8 @@ func TestClientLeaseSurvivesLeaderElection(t *testing.T) {
 
 // A client given all three addresses keeps working when the node it used is
 // killed: it tries the others, finds the new leader, and locks, extends,
-// releases and reads as before, with tokens still increasing.
+// releases and reads as before, with tokens still increasing; a lease taken
+// before the kill survives it, and a waiter queued before it is served.
 func TestClientKeepsWorkingWhenItsNodeIsKilled(t *testing.T) {
 	cl := clStartCluster(t)
 	c := clNew(t, cl.addrs())
@@ -77,6 +79,21 @@ func TestClientKeepsWorkingWhenItsNodeIsKilled(t *testing.T) {
 	if err := before.Release(clCtx(t, requestTimeout)); err != nil {
 		t.Fatal(err)
 	}
+	// A waiter queued before the kill gets the lock after it.
+	holder, err := c.TryAcquire(clCtx(t, requestTimeout), "queued", client.WithTTL(10*time.Second), client.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		l, err := clNew(t, cl.addrs()).Acquire(clCtx(t, time.Minute), "queued", client.WithTTL(5*time.Second))
+		if err == nil && l.Token() <= holder.Token() {
+			err = fmt.Errorf("token %d after the holder's %d", l.Token(), holder.Token())
+		}
+		waited <- err
+	}()
+	time.Sleep(time.Second)
+
 	// The client follows the leader, so the node it uses is the leader.
 	used := cl.leader(t, clFormTimeout)
 	cl.nodes[used].kill9(t)
@@ -113,5 +130,16 @@ func TestClientKeepsWorkingWhenItsNodeIsKilled(t *testing.T) {
 	}
 	if _, err := c.TryAcquire(clCtx(t, requestTimeout), ""); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("a bad request after failover = %v, want ErrInvalidArgument", err)
+	}
+	if err := holder.Release(clCtx(t, requestTimeout)); err != nil {
+		t.Fatalf("the holder's Release after failover: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("the waiter: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter did not get the lock within 20s of its release")
 	}
 }
