@@ -16,6 +16,7 @@
 //	if err != nil { ... }
 //	defer lease.Release(context.WithoutCancel(ctx))
 //	// Work under lease.Context(): it is cancelled when the lease is lost.
+//	// The storage refuses a stale token (see package fence for validators).
 //	err = store.Put(lease.Context(), "orders/42", order, lease.Token())
 //
 // # Leases
