@@ -92,7 +92,8 @@ func rlAwaitToken(addr, key, value string, token int64) error {
 // SUBSCRIBE as its source does, with the waiting client subscribed on one
 // node and the holder unlocking through another: the unlock message is
 // relayed to every node, so the waiter wakes up. (Redisson itself cannot
-// be installed here; see docs/redlock.md.)
+// be installed here; see docs/redlock.md.) Then a RESP3 client of a
+// follower gets its forwarded replies in RESP3.
 func TestRedlockRedissonWakeUpAcrossNodes(t *testing.T) {
 	env := rlStart(t, rlOneAddress)
 	leader := env.leader(t, nil)
@@ -145,6 +146,25 @@ func TestRedlockRedissonWakeUpAcrossNodes(t *testing.T) {
 	}
 	if v, err := rlDo(holderAddr, requestTimeout, "GET", lock); err != nil || v != waiter {
 		t.Fatalf("GET %s = %v %v, want the waiter", lock, v, err)
+	}
+
+	// A RESP3 client on a follower gets RESP3 replies to what the follower
+	// forwards to the leader.
+	c3, err := net.Dial("tcp", holderAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	rd3 := bufio.NewReader(c3)
+	_ = c3.SetDeadline(time.Now().Add(2 * requestTimeout))
+	fmt.Fprint(c3, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
+	if got := rlReadRaw(t, rd3, 1); got != "%7" {
+		t.Fatalf("HELLO 3 answered %q", got)
+	}
+	rlReadRaw(t, rd3, 25) // the seven pairs
+	fmt.Fprint(c3, "*2\r\n$3\r\nGET\r\n$4\r\nfree\r\n*2\r\n$12\r\nFENCE.STATUS\r\n$4\r\nfree\r\n")
+	if got := rlReadRaw(t, rd3, 2); got != "_|_" {
+		t.Fatalf("forwarded GET and FENCE.STATUS of a free key in RESP3: %q, want two RESP3 nulls", got)
 	}
 }
 
