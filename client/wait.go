@@ -104,7 +104,7 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 	defer next.Stop()
 	var failedSince time.Time
 	var last error
-	failures := 0
+	failures, refusals := 0, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -115,6 +115,8 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 		case <-c.ctx.Done():
 			return giveUp(context.Cause(c.ctx))
 		case <-next.C:
+			// The latest round was not refused at once.
+			refusals = 0
 			start()
 			next.Reset(round / 2)
 		case r := <-results:
@@ -125,9 +127,18 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 				continue // replaced by a newer round, or failed after it started
 			}
 			if r.err == nil && r.early {
-				// Refused at once, not after waiting: the server remembers
-				// this owner's release of the lock.
-				return giveUp(ErrLocked)
+				// Answered null at once, not after waiting. Twice in a
+				// row, that is a refusal: the server remembers this
+				// owner's release of the lock. Once can also be an older
+				// wait of ours taking this one's place, if a node re-sent
+				// it after a leader change: then the next wait takes its
+				// place again.
+				if refusals++; refusals >= 2 {
+					return giveUp(ErrLocked)
+				}
+				start()
+				next.Reset(round / 2)
+				continue
 			}
 			if r.err == nil {
 				// The wait ran out before a newer one took its place (a
@@ -160,7 +171,7 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 			failures++
 			if failures%len(c.nodes) == 0 {
 				// Every node failed once more: pause before the next round.
-				next.Reset(jitter(min(minBackoff<<(failures/len(c.nodes)), maxBackoff)))
+				next.Reset(jitter(min(minBackoff<<min(failures/len(c.nodes), 8), maxBackoff)))
 				continue
 			}
 			start()
