@@ -33,10 +33,10 @@ func TestRedlockClients(t *testing.T) {
 				rlRedsyncContention(t, env, "rs-"+topo.String(), 4, 5, nil)
 			})
 			t.Run("node-redlock-v4", func(t *testing.T) {
-				tools.runNodeRedlock(t, env, "4", "nr4-"+topo.String(), 3, 4, 20*time.Millisecond, 10*time.Second)
+				tools.runNodeRedlock(t, env, "4", "nr4-"+topo.String(), 3, 4, 20*time.Millisecond, 30*time.Second)
 			})
 			t.Run("node-redlock-v5", func(t *testing.T) {
-				tools.runNodeRedlock(t, env, "5", "nr5-"+topo.String(), 3, 4, 20*time.Millisecond, 10*time.Second)
+				tools.runNodeRedlock(t, env, "5", "nr5-"+topo.String(), 3, 4, 20*time.Millisecond, 30*time.Second)
 			})
 			t.Run("redis-py", func(t *testing.T) {
 				tools.runRedisPy(t, env, "py-"+topo.String(), 3, 4)

@@ -37,14 +37,16 @@ type hub struct {
 // writer goroutine writes everything queued on out, so that a publish from
 // another connection never races with a reply.
 type subscriber struct {
-	dc    redcon.DetachedConn
-	st    *connState
-	mu    sync.Mutex // orders a subscription and its confirmation against messages
-	out   chan []byte
-	done  chan struct{}
-	once  sync.Once
-	chans map[string]bool // guarded by hub.mu
-	n     [2]int          // subscriptions: plain, shard; guarded by hub.mu
+	dc   redcon.DetachedConn
+	st   *connState
+	mu   sync.Mutex // orders a subscription and its confirmation against messages
+	out  chan []byte
+	done chan struct{}
+	once sync.Once
+	// chans and n (subscriptions: plain, shard) are written under hub.mu,
+	// and only by the connection's own goroutine, which alone reads n.
+	chans map[string]bool
+	n     [2]int
 }
 
 func newHub() *hub {
