@@ -85,7 +85,7 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 			defer stop()
 			began := time.Now()
 			g, granted, err := c.waitRound(rctx, n, name, owner, ttl, wait)
-			early := err == nil && !granted && time.Since(began) < wait/2
+			early := err == nil && !granted && time.Since(began) < wait-wait/10
 			select {
 			case results <- roundResult{id: id, n: n, g: g, granted: granted, early: early, err: err}:
 			case <-done:
