@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -63,19 +64,35 @@ func rlRedsyncClients(t *testing.T, addrs []string) []redsyncredis.Pool {
 }
 
 // rlToken fetches the fencing token of value's grant of key, through the
-// first of addrs that answers (a node may have been killed).
-func rlToken(ctx context.Context, addrs []string, key, value string) (int64, error) {
-	var err error
+// first of addrs that answers (a node may have been killed); held is false
+// if value does not hold key.
+func rlToken(ctx context.Context, addrs []string, key, value string) (tok int64, held bool, err error) {
 	for _, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 3, MaxRetries: -1, ReadTimeout: 2 * requestTimeout})
-		var tok int64
 		tok, err = c.Do(ctx, "FENCE.TOKEN", key, value).Int64()
 		_ = c.Close()
-		if err == nil {
-			return tok, nil
+		switch {
+		case err == nil:
+			return tok, true, nil
+		case errors.Is(err, redis.Nil):
+			return 0, false, nil
 		}
 	}
-	return 0, err
+	return 0, false, err
+}
+
+// rlRetry retries op, which is safe to repeat, while it fails, up to 20
+// times 200 ms apart: an error around a leader change leaves the outcome
+// unknown, and the caller checks the outcome afterwards.
+func rlRetry(op func() error) error {
+	var err error
+	for range 20 {
+		if err = op(); err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
 }
 
 // rlRedsyncContention has workers goroutines, each with its own redsync
@@ -119,9 +136,9 @@ func rlRedsyncContention(t *testing.T, env *rlEnv, key string, workers, iteratio
 					if err := m.LockContext(ctx); err != nil {
 						return fmt.Errorf("%s Lock: %w", who, err)
 					}
-					tok, err := rlToken(ctx, env.addrs, key, m.Value())
-					if err != nil {
-						return fmt.Errorf("%s FENCE.TOKEN: %w", who, err)
+					tok, held, err := rlToken(ctx, env.addrs, key, m.Value())
+					if err != nil || !held {
+						return fmt.Errorf("%s FENCE.TOKEN: %v, held %v", who, err, held)
 					}
 					record(fmt.Sprintf("enter %s %d", who, tok))
 					time.Sleep(10 * time.Millisecond)
@@ -130,17 +147,31 @@ func rlRedsyncContention(t *testing.T, env *rlEnv, key string, workers, iteratio
 							return err
 						}
 					}
-					if ok, err := m.ExtendContext(ctx); !ok || err != nil {
-						return fmt.Errorf("%s Extend: %v %w", who, ok, err)
+					if err := rlRetry(func() error {
+						if ok, err := m.ExtendContext(ctx); !ok {
+							return fmt.Errorf("%s Extend: %v %w", who, ok, err)
+						}
+						return nil
+					}); err != nil {
+						return err
 					}
-					if tok2, err := rlToken(ctx, env.addrs, key, m.Value()); err != nil || tok2 != tok {
-						return fmt.Errorf("%s: token after Extend is %d (%v), was %d", who, tok2, err, tok)
+					if tok2, held, err := rlToken(ctx, env.addrs, key, m.Value()); err != nil || !held || tok2 != tok {
+						return fmt.Errorf("%s: token after Extend is %d (held %v, %v), was %d", who, tok2, held, err, tok)
 					}
 					record("exit " + who)
-					if ok, err := m.UnlockContext(ctx); !ok || err != nil {
+					// A retried release whose first answer was lost in a
+					// leader change finds the lock already free (Redis's
+					// semantics): that is a success too.
+					return rlRetry(func() error {
+						ok, err := m.UnlockContext(ctx)
+						if ok {
+							return nil
+						}
+						if _, held, terr := rlToken(ctx, env.addrs, key, m.Value()); terr == nil && !held {
+							return nil
+						}
 						return fmt.Errorf("%s Unlock: %v %w", who, ok, err)
-					}
-					return nil
+					})
 				}()
 				cancel()
 				if err != nil {
