@@ -57,6 +57,17 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 				{"FENCE.RELEASE", "k", "o"},
 				{"FENCE.STATUS", "k"},
 				{"FENCE.CHECK", "k", 1},
+				{"SET", "k", "v", "NX", "PX", 1000},
+				{"SETNX", "k", "v"},
+				{"GET", "k"},
+				{"DEL", "k"},
+				{"PEXPIRE", "k", 1000},
+				{"EVAL", redsyncDelete412, 1, "k", "v"},
+				{"EVAL", redsyncTouchSetNX, 1, "k", "v", 1000},
+				{"EVAL", redlockAcquire5, 2, "k", "k2", "v", 1000},
+				{"EVAL", redisPyExtend35, 1, "k", "v", 1000, "0"},
+				{"EVAL", redissonLock319, 1, "k", 30000, "o:1"},
+				{"EVAL", redissonUnlock324, 3, "k", "ch", "latch", 0, 30000, "o:1", "publish", 7500},
 			} {
 				_, err := do(t, c, args...)
 				require.Error(t, err, "%v", args)
