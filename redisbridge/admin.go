@@ -1,5 +1,7 @@
 package redisbridge
 
+import "context"
+
 // Cluster administration commands. Every node answers FENCE.LEADER and
 // FENCE.MEMBERS itself; JOIN, REMOVE and TRANSFER run on the leader and are
 // forwarded there like any write.
@@ -51,7 +53,7 @@ func (b *Bridge) join(r *request) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	b.writeOK(r, b.locker.Join(ctx, string(r.args[1]), string(r.args[2]), string(r.args[3])))
+	b.writeOK(ctx, r, b.locker.Join(ctx, string(r.args[1]), string(r.args[2]), string(r.args[3])))
 }
 
 // remove: FENCE.REMOVE id → OK once the node is no longer a member.
@@ -62,7 +64,7 @@ func (b *Bridge) remove(r *request) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	b.writeOK(r, b.locker.Remove(ctx, string(r.args[1])))
+	b.writeOK(ctx, r, b.locker.Remove(ctx, string(r.args[1])))
 }
 
 // transfer: FENCE.TRANSFER [id] → OK once leadership moved (to id, or to the
@@ -78,7 +80,7 @@ func (b *Bridge) transfer(r *request) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	b.writeOK(r, b.locker.TransferLeadership(ctx, id))
+	b.writeOK(ctx, r, b.locker.TransferLeadership(ctx, id))
 }
 
 // forwarded: FENCE.FORWARDED → OK. Sent first by a node that forwards
@@ -92,10 +94,8 @@ func (b *Bridge) forwarded(r *request) {
 	r.c.WriteString("OK")
 }
 
-func (b *Bridge) writeOK(r *request, err error) {
+func (b *Bridge) writeOK(ctx context.Context, r *request, err error) {
 	if err != nil {
-		ctx, cancel := b.requestCtx(0)
-		defer cancel()
 		b.fail(ctx, r, err)
 		return
 	}

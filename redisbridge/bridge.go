@@ -315,17 +315,35 @@ func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 		writeErr(r.c, err)
 		return
 	}
-	reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, r.raw)
-	switch {
-	case ferr == nil:
-		r.c.WriteRaw(reply)
-	case !sent && r.redispatched < maxRedispatch && b.awaitLeaderChange(ctx, nl.LeaderAddr):
-		r.redispatched++
-		b.cmds[strings.ToLower(string(r.args[0]))](b, r)
-	case sent:
-		r.c.WriteError(fmt.Sprintf("UNCERTAIN forwarding to the leader at %s failed after sending: %v; the command may or may not have taken effect: retry it with the same owner", nl.LeaderAddr, ferr))
-	default:
-		r.c.WriteError(fmt.Sprintf("NOLEADER cannot reach the leader at %s: %v; retry later", nl.LeaderAddr, ferr))
+	addr := nl.LeaderAddr
+	for tries := 0; ; tries++ {
+		reply, sent, ferr := b.fwd.roundTrip(ctx, addr, r.conn.proto, r.raw)
+		switch {
+		case ferr == nil:
+			r.c.WriteRaw(reply)
+			return
+		case sent:
+			r.c.WriteError(fmt.Sprintf("UNCERTAIN forwarding to the leader at %s failed after sending: %v; the command may or may not have taken effect: retry it with the same owner", addr, ferr))
+			return
+		case tries == maxRedispatch || !b.awaitLeaderChange(ctx, addr):
+			r.c.WriteError(fmt.Sprintf("NOLEADER cannot reach the leader at %s: %v; retry later", addr, ferr))
+			return
+		}
+		// The command went nowhere and the leader changed: send it to the
+		// new one, within the same deadline. If this node now leads, run
+		// the command here, once (it gets a fresh deadline, so a request
+		// takes at most twice --request-timeout).
+		id, next := b.locker.Leader()
+		if id == b.locker.ID() {
+			if r.redispatched > 0 {
+				writeErr(r.c, server.ErrNoLeader)
+				return
+			}
+			r.redispatched++
+			b.cmds[strings.ToLower(string(r.args[0]))](b, r)
+			return
+		}
+		addr = next
 	}
 }
 
@@ -361,6 +379,8 @@ func writeErr(c redcon.Conn, err error) {
 		c.WriteError("UNCERTAIN " + strings.TrimPrefix(err.Error(), "server: ") + "; the command may or may not have taken effect: retry it with the same owner")
 	case errors.As(err, &nl):
 		c.WriteError("NOTLEADER " + strings.TrimPrefix(nl.Error(), "server: "))
+	case errors.Is(err, server.ErrNotMember):
+		c.WriteError("NOLEADER this node is not a member of a cluster (removed, or not yet joined); send commands to a member")
 	case errors.Is(err, server.ErrNoLeader):
 		c.WriteError("NOLEADER no leader is available; retry later")
 	case errors.Is(err, server.ErrShutdown), errors.Is(err, context.Canceled):

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -238,6 +239,13 @@ func TestClusterRemoveMember(t *testing.T) {
 		assert.NotEqual(t, victim.ID(), m.ID)
 	}
 	mustAcquire(t, leader, "still-works", "o", time.Minute)
+
+	// The removed node says so at once instead of waiting for a leader.
+	require.Eventually(t, func() bool {
+		start := time.Now()
+		_, _, err := victim.Acquire(ctxT(t), "k", "o", time.Minute, 0)
+		return errors.Is(err, ErrNotMember) && time.Since(start) < time.Second
+	}, 15*time.Second, 100*time.Millisecond)
 }
 
 func TestClusterLeadershipTransfer(t *testing.T) {

@@ -22,6 +22,10 @@ var (
 	// deadline passed while it was in flight. It is never a "no". Repeating
 	// a native acquire, extend or release with the same owner is safe.
 	ErrUnknownOutcome = errors.New("server: outcome unknown")
+	// ErrNotMember means this node is in no cluster: it was removed, or it
+	// waits to be added (fencerd --join). Nothing was proposed. It wraps
+	// ErrNoLeader: ask another node.
+	ErrNotMember = fmt.Errorf("%w: this node is not a member of a cluster (removed, or not yet joined)", ErrNoLeader)
 	// ErrUnknownMember means FENCE.REMOVE named a node that is not a member.
 	ErrUnknownMember = errors.New("server: no such member")
 	// ErrDataDirInUse means another process holds the data directory's Raft

@@ -317,6 +317,21 @@ func (n *Node) watchLeadership() {
 	}
 }
 
+// isMember reports whether this node is in the latest Raft configuration it
+// knows. A node that was removed, or that waits to join, is not.
+func (n *Node) isMember() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return true
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.id {
+			return true
+		}
+	}
+	return false
+}
+
 // kick wakes the expiry loop.
 func (n *Node) kick() {
 	select {
@@ -517,13 +532,23 @@ func (n *Node) waitReady(ctx context.Context) error {
 		case ready:
 			return nil
 		}
-		if lid, addr := n.Leader(); lid != "" && lid != n.id {
+		lid, addr := n.Leader()
+		switch {
+		case lid != "" && lid != n.id && addr != "":
 			return &NotLeaderError{Leader: lid, LeaderAddr: addr}
+		case lid == "" && !n.isMember():
+			return ErrNotMember
 		}
+		// No leader yet, or one whose client address this node has not
+		// applied yet (a restarted follower learns the commit index only
+		// when the leader next replicates to it): wait, within ctx.
 		select {
 		case <-changed:
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
+			if lid != "" && lid != n.id {
+				return &NotLeaderError{Leader: lid}
+			}
 			return fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
 		}
 	}

@@ -1,0 +1,85 @@
+package redisbridge
+
+import (
+	"bufio"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// movingLeader is a Locker that is never the leader and names a leader that
+// changes at a set time. It is a stand-in because a real node cannot be made
+// to name first a dead leader and then a stalled one on demand; what is under
+// test is that the follower's forwarding keeps one deadline per request.
+type movingLeader struct {
+	faultyLocker
+	switchAt      time.Time
+	before, after string
+	calls         atomic.Int64
+}
+
+func (m *movingLeader) Leader() (string, string) {
+	if time.Now().Before(m.switchAt) {
+		return "A", m.before
+	}
+	return "B", m.after
+}
+
+func (m *movingLeader) ID() string { return "follower" }
+
+func TestForwardingKeepsOneDeadlinePerRequest(t *testing.T) {
+	// A leader address nobody listens on.
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadAddr := dead.Addr().String()
+	require.NoError(t, dead.Close())
+	// A leader that accepts the forwarding handshake and then never answers.
+	stall, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer stall.Close()
+	go func() {
+		for {
+			c, err := stall.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				rd := bufio.NewReader(c)
+				if _, err := readCommandLine(rd); err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("+OK\r\n"))
+				_, _ = rd.ReadByte() // then silence until the peer gives up
+				time.Sleep(10 * time.Second)
+			}()
+		}
+	}()
+
+	m := &movingLeader{switchAt: time.Now().Add(900 * time.Millisecond), before: deadAddr, after: stall.Addr().String()}
+	m.err = &server.NotLeaderError{Leader: "A", LeaderAddr: deadAddr}
+	b, err := New(m, Config{RequestTimeout: time.Second, DefaultLockTTL: time.Second, Logger: quiet})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.Serve(ln) }()
+	defer b.Close()
+
+	c := newClient(t, ln.Addr().String())
+	start := time.Now()
+	_, err = do(t, c, "FENCE.ACQUIRE", "k", "o", 1000)
+	took := time.Since(start)
+	require.Error(t, err)
+	assert.Regexp(t, "^UNCERTAIN ", err.Error(), "the stalled leader got the command")
+	assert.Less(t, took, 1500*time.Millisecond, "one request, one --request-timeout (1s), even across a leader change")
+}
+
+// readCommandLine reads one RESP array of bulk strings and discards it.
+func readCommandLine(rd *bufio.Reader) ([]byte, error) {
+	return readReply(rd)
+}
