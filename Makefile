@@ -32,6 +32,19 @@ integ:
 demo:
 	$(GO) test -count=1 -v -run '^TestFencing' ./integration/
 
+# chaos: the full fault campaign (integration/chaos): real fencerd clusters in
+# network namespaces, kills, pauses, partitions, restarts and membership
+# changes under checked workloads. CHAOS_DURATION of faults per cluster size
+# in CHAOS_NODES; CHAOS_SEED repeats a run's schedule (random and printed if
+# unset). Needs root, ip and iptables.
+CHAOS_DURATION ?= 4m
+CHAOS_NODES ?= 3 5
+CHAOS_SEED ?=
+.PHONY: chaos
+chaos:
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_NODES="$(CHAOS_NODES)" CHAOS_SEED=$(CHAOS_SEED) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestChaos' ./integration/chaos/
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 

@@ -1,0 +1,333 @@
+//go:build linux
+
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Defaults of the campaign when go test runs it without CHAOS_* settings: a
+// short run per cluster size, so that the package stays within a few
+// minutes in CI. `make chaos` runs minutes per size.
+const (
+	defaultDuration = 30 * time.Second
+	defaultClients  = 6
+	// maxRecovery bounds the time from a leader's death to the first
+	// acknowledged write. Raft elects within one to three seconds; the rest
+	// is margin for a loaded machine.
+	maxRecovery = 10 * time.Second
+	// drainTimeout bounds the wait for the clients to finish after stop.
+	drainTimeout = 90 * time.Second
+)
+
+// workloadKind selects a workload.
+type workloadKind int
+
+const (
+	wlLinearizable workloadKind = iota
+	wlExpiry
+	wlFenced
+)
+
+// campaign is one run's configuration.
+type campaign struct {
+	nodes          int
+	duration       time.Duration
+	seed           uint64
+	clientsPerNode int
+	bin            string
+	env            []string
+	workloads      []workloadKind
+	kinds          []faultKind // the deck
+	first          faultKind   // the first fault, if set
+}
+
+// outcome of a run: figures and what the checkers found.
+type report struct {
+	cfg           campaign
+	dir           string
+	elapsed       time.Duration
+	count         *counters
+	grants        map[string]int
+	faults        []fault
+	restarts      int
+	leaderChanges int
+	snapsTaken    int
+	snapsInstall  int
+	results       []checkResult
+	hashes        []stateHash
+	convergeErr   error
+	badLogs       []string
+	nemesisErrs   []string
+	logFiles      int
+}
+
+// violations returns the violations of the checker whose name starts with
+// prefix.
+func (r *report) violations(prefix string) []string {
+	var out []string
+	for _, res := range r.results {
+		if strings.HasPrefix(res.name, prefix) {
+			out = append(out, res.violations...)
+		}
+	}
+	return out
+}
+
+// envCampaign reads the CHAOS_* settings for a cluster of n nodes; ok is
+// false if CHAOS_NODES leaves n out.
+func envCampaign(t *testing.T, n int) (campaign, bool) {
+	t.Helper()
+	c := campaign{nodes: n, duration: defaultDuration, clientsPerNode: defaultClients, bin: fencerdBin,
+		seed:      uint64(time.Now().UnixNano()),
+		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced},
+		kinds:     deck, first: killLeader}
+	if s := os.Getenv("CHAOS_NODES"); s != "" && !slices.Contains(atois(t, "CHAOS_NODES", strings.Fields(s)), n) {
+		return c, false
+	}
+	if s := os.Getenv("CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("CHAOS_DURATION=%q: want a positive duration such as 3m", s)
+		}
+		c.duration = d
+	}
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: want an unsigned integer", s)
+		}
+		c.seed = v
+	}
+	if s := os.Getenv("CHAOS_CLIENTS"); s != "" {
+		c.clientsPerNode = atois(t, "CHAOS_CLIENTS", []string{s})[0]
+		if c.clientsPerNode < 1 {
+			t.Fatalf("CHAOS_CLIENTS=%q: want at least 1", s)
+		}
+	}
+	return c, true
+}
+
+func atois(t *testing.T, name string, ss []string) []int {
+	t.Helper()
+	var out []int
+	for _, s := range ss {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("%s: %q is not a number", name, s)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// minLeaderChanges is how many leader changes a run must show: at least ten
+// in a full campaign (two minutes or more), one in the short one.
+func minLeaderChanges(d time.Duration) int {
+	if s := os.Getenv("CHAOS_MIN_LEADER_CHANGES"); s != "" {
+		if v, err := strconv.Atoi(s); err == nil {
+			return v
+		}
+	}
+	if d >= 2*time.Minute {
+		return 10
+	}
+	return 1
+}
+
+// runCampaign starts a cluster, runs the workloads and the nemesis for the
+// configured time, heals, waits for the nodes to converge and runs every
+// checker. It fails the test only if the harness itself cannot do its job;
+// what the checkers found is in the report.
+func runCampaign(t *testing.T, cfg campaign) *report {
+	t.Helper()
+	t.Logf("fault campaign: %d nodes, %v, seed %d (CHAOS_SEED=%d draws the same faults and client choices again)", cfg.nodes, cfg.duration, cfg.seed, cfg.seed)
+	dir, err := os.MkdirTemp("", fmt.Sprintf("fencer-chaos-%dn-", cfg.nodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
+			t.Logf("logs, data and histories kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	c, err := startCluster(clusterConfig{nodes: cfg.nodes, bin: cfg.bin, env: cfg.env, dir: dir})
+	if err != nil {
+		t.Fatalf("starting the cluster: %v", err)
+	}
+	t.Cleanup(c.teardown)
+
+	rep := &report{cfg: cfg, dir: dir, count: &counters{}}
+	clk := clock{start: time.Now()}
+	grants := &grantLog{}
+	lin := &linWorkload{grants: grants}
+	exp := &expiryWorkload{grants: grants}
+	fenced := newFencedWorkload(grants)
+
+	clientStop := make(chan struct{})
+	var clients sync.WaitGroup
+	id := 0
+	for i := range cfg.nodes {
+		for j := range cfg.clientsPerNode {
+			cl := newClient(id, i, c, clk, cfg.seed, rep.count)
+			id++
+			clients.Add(1)
+			go func() {
+				defer clients.Done()
+				defer cl.conn.close()
+				switch cfg.workloads[(i+j)%len(cfg.workloads)] {
+				case wlLinearizable:
+					lin.run(cl, clientStop)
+				case wlExpiry:
+					exp.run(cl, clientStop)
+				case wlFenced:
+					fenced.run(cl, clientStop)
+				}
+			}()
+		}
+	}
+	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: cfg.kinds, first: cfg.first}
+	nemStop, nemDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(nemDone)
+		nm.run(nemStop)
+	}()
+	time.Sleep(cfg.duration)
+	close(nemStop)
+	<-nemDone
+	// A little quiet time on a whole cluster, then stop the clients.
+	time.Sleep(2 * time.Second)
+	close(clientStop)
+	if !waitTimeout(&clients, drainTimeout) {
+		t.Fatalf("clients did not finish within %v of being stopped", drainTimeout)
+	}
+	rep.elapsed = time.Duration(clk.now())
+
+	if err := c.nw.heal(); err != nil {
+		t.Fatalf("healing: %v", err)
+	}
+	if err := c.awaitMembers(formTimeout); err != nil {
+		rep.nemesisErrs = append(rep.nemesisErrs, "at the end: "+err.Error())
+	}
+	rep.hashes, rep.convergeErr = c.awaitConverged(formTimeout)
+
+	all := grants.all()
+	rep.grants = make(map[string]int)
+	for _, g := range all {
+		rep.grants[g.workload]++
+	}
+	rep.faults, rep.restarts, rep.nemesisErrs = nm.faults, len(nm.restarts), append(rep.nemesisErrs, nm.errs...)
+	if slices.Contains(cfg.workloads, wlLinearizable) {
+		rep.results = append(rep.results, lin.check(dir))
+	}
+	rep.results = append(rep.results, checkEarlyExpiry(all))
+	if slices.Contains(cfg.workloads, wlFenced) {
+		rep.results = append(rep.results, fenced.check())
+	}
+	rep.results = append(rep.results, checkTokens(all, nm.restarts))
+	rep.results = append(rep.results, checkStateHashes(rep.hashes, rep.convergeErr))
+
+	for _, n := range c.nodes {
+		rep.badLogs = append(rep.badLogs, n.badLogLines()...)
+		rep.leaderChanges += n.countInLogs("leader ready")
+		rep.snapsTaken += n.countInLogs("snapshot complete up to")
+		rep.snapsInstall += n.countInLogs("Installed remote snapshot")
+		rep.logFiles += n.starts
+	}
+	rep.leaderChanges-- // the first election is not a change
+	t.Log("\n" + rep.summary())
+	return rep
+}
+
+// checkStateHashes: after healing, every node applied the same log, so every
+// FENCE.STATEHASH is the same.
+func checkStateHashes(hs []stateHash, convergeErr error) checkResult {
+	res := checkResult{name: "same state on every node", checked: len(hs)}
+	if convergeErr != nil {
+		res.violations = append(res.violations, convergeErr.Error())
+		return res
+	}
+	for i, h := range hs {
+		if h != hs[0] {
+			res.violations = append(res.violations, fmt.Sprintf("n%d has %s at index %d, n1 has %s at index %d", i+1, h.hash, h.index, hs[0].hash, hs[0].index))
+		}
+	}
+	if len(hs) > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("applied index %d, sha256 %.12s…", hs[0].index, hs[0].hash))
+	}
+	return res
+}
+
+// assertClean fails the test for every violation, harness error, bad log
+// line, too slow a recovery and too few leader changes.
+func assertClean(t *testing.T, r *report, minChanges int) {
+	t.Helper()
+	for _, res := range r.results {
+		if res.undecided != "" {
+			t.Errorf("%s: %s", res.name, res.undecided)
+		}
+		for i, v := range res.violations {
+			if i == 20 {
+				t.Errorf("%s: … %d more", res.name, len(res.violations)-20)
+				break
+			}
+			t.Errorf("%s: %s", res.name, v)
+		}
+	}
+	for _, e := range r.nemesisErrs {
+		t.Errorf("harness: %s", e)
+	}
+	for _, b := range r.badLogs {
+		t.Errorf("log: %s", b)
+	}
+	for _, f := range r.faults {
+		if f.kind == killLeader && f.recovery > maxRecovery {
+			t.Errorf("%s (%s) at +%v: first write acknowledged after %v, want within %v", f.kind, f.detail, f.at, f.recovery, maxRecovery)
+		}
+	}
+	if r.leaderChanges < minChanges {
+		t.Errorf("%d leader changes, want at least %d", r.leaderChanges, minChanges)
+	}
+	if r.count.okOps.Load() == 0 {
+		t.Error("no operation succeeded")
+	}
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestChaos3Nodes runs the campaign on three nodes.
+func TestChaos3Nodes(t *testing.T) { testChaos(t, 3) }
+
+// TestChaos5Nodes runs the campaign on five nodes.
+func TestChaos5Nodes(t *testing.T) { testChaos(t, 5) }
+
+func testChaos(t *testing.T, n int) {
+	requireRoot(t)
+	cfg, run := envCampaign(t, n)
+	if !run {
+		t.Skipf("CHAOS_NODES=%q leaves out %d nodes", os.Getenv("CHAOS_NODES"), n)
+	}
+	r := runCampaign(t, cfg)
+	assertClean(t, r, minLeaderChanges(cfg.duration))
+}

@@ -1,0 +1,139 @@
+//go:build linux
+
+package chaos
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// clientTimeout is how long a client waits for a reply before it calls the
+// outcome unknown: the server's own request timeout, plus a margin for a
+// forwarded request and a loaded machine.
+const clientTimeout = serverRequestTimeout + 3*time.Second
+
+// clock timestamps the events of one run: nanoseconds since its start, on
+// the monotonic clock that fencerd's lease timers also use.
+type clock struct{ start time.Time }
+
+func (c clock) now() int64 { return int64(time.Since(c.start)) }
+
+// grant is one lock grant a client received (an ACQUIRE answered with a
+// token), with what the client did with it afterwards.
+type grant struct {
+	workload   string
+	key, owner string
+	token      uint64
+	ttl        time.Duration
+	call, ret  int64 // when the ACQUIRE was sent and answered
+	// validUntil is call+ttl, or later if an EXTEND was acknowledged: the
+	// server must not free the lock before it.
+	validUntil int64
+	// released is when the client first sent a RELEASE for it that may
+	// have taken effect; zero (math.MaxInt64 once logged) if it never did.
+	released int64
+}
+
+// grantLog collects the grants of every workload.
+type grantLog struct {
+	mu     sync.Mutex
+	grants []grant
+}
+
+func (l *grantLog) add(g grant) {
+	if g.released == 0 {
+		g.released = math.MaxInt64
+	}
+	l.mu.Lock()
+	l.grants = append(l.grants, g)
+	l.mu.Unlock()
+}
+
+func (l *grantLog) all() []grant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]grant(nil), l.grants...)
+}
+
+// counters are the client-side figures of a run.
+type counters struct {
+	ops, okOps, failedOps, unknownOps atomic.Int64
+}
+
+// client is one workload client bound to one node. It runs in its own
+// goroutine; everything in it is used by that goroutine only.
+type client struct {
+	id    int
+	name  string // unique, prefixes owners
+	node  int
+	conn  respConn
+	rng   *rand.Rand
+	clk   clock
+	count *counters
+	seq   int
+}
+
+func newClient(id, node int, c *cluster, clk clock, seed uint64, count *counters) *client {
+	cl := &client{
+		id: id, name: "c" + strconv.Itoa(id), node: node, clk: clk, count: count,
+		rng: rand.New(rand.NewPCG(seed, uint64(id))),
+	}
+	addr := c.nodes[node].addr()
+	cl.conn.dial = func() (net.Conn, error) { return c.nw.dial(addr, time.Second) }
+	return cl
+}
+
+// owner returns a fresh owner name: every acquire attempt has its own, so
+// that a remembered release never refuses a later attempt.
+func (cl *client) owner() string {
+	cl.seq++
+	return fmt.Sprintf("%s-%d", cl.name, cl.seq)
+}
+
+// do sends one command and times it.
+func (cl *client) do(timeout time.Duration, args ...string) (reply any, out outcome, call, ret int64) {
+	call = cl.clk.now()
+	v, sent, err := cl.conn.do(timeout, args...)
+	ret = cl.clk.now()
+	out = classify(v, err, sent)
+	cl.count.ops.Add(1)
+	switch out {
+	case ok:
+		cl.count.okOps.Add(1)
+	case failed:
+		cl.count.failedOps.Add(1)
+		if err != nil {
+			// Nothing was sent (the node is down or unreachable):
+			// do not spin.
+			time.Sleep(100 * time.Millisecond)
+		}
+	case unknown:
+		cl.count.unknownOps.Add(1)
+	}
+	return v, out, call, ret
+}
+
+// think pauses between operations, so that the clients load the cluster
+// without saturating a small machine.
+func (cl *client) think() {
+	time.Sleep(time.Duration(5+cl.rng.IntN(30)) * time.Millisecond)
+}
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// ms renders a duration as the millisecond argument of a command.
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,0 +1,160 @@
+//go:build linux
+
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// The binaries built by TestMain.
+var (
+	// fencerdBin is fencerd as shipped.
+	fencerdBin string
+	// faultyBin is fencerd built with -tags fencer_faults: it behaves as
+	// shipped unless FENCER_FAULTS names a deliberate bug.
+	faultyBin string
+	// unavailable says why the campaign cannot run here (not root); the
+	// tests skip with it.
+	unavailable string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	for _, tool := range []string{"ip", "iptables", "iptables-restore"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %s is not on PATH; the fault campaign needs ip(8) and iptables(8)"+
+				" (Debian/Ubuntu: apt-get install iproute2 iptables)\n", tool)
+			return 1
+		}
+	}
+	if os.Geteuid() != 0 {
+		unavailable = "the fault campaign needs root: it creates network namespaces and iptables rules"
+		return m.Run()
+	}
+	if err := removeLeftovers(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: removing leftovers of earlier runs:", err)
+	}
+	dir, err := os.MkdirTemp("", "fencer-chaos-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 1
+	}
+	fencerdBin = filepath.Join(dir, "fencerd")
+	faultyBin = filepath.Join(dir, "fencerd-faults")
+	for _, b := range []struct{ out, tags string }{{fencerdBin, ""}, {faultyBin, "fencer_faults"}} {
+		args := []string{"build", "-o", b.out}
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
+		}
+		if os.Getenv("CHAOS_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, "./cmd/fencerd")...)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: go %v: %v\n%s", args, err, out)
+			return 1
+		}
+	}
+	// An interrupted run still removes its namespaces and processes.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "chaos: %v: tearing down\n", s)
+		tearDownAll()
+		os.Exit(2)
+	}()
+	code := m.Run()
+	tearDownAll()
+	return code
+}
+
+// tearDownAll tears down every cluster that still runs.
+func tearDownAll() {
+	live.Lock()
+	var cs []*cluster
+	for c := range live.clusters {
+		cs = append(cs, c)
+	}
+	live.Unlock()
+	for _, c := range cs {
+		c.teardown()
+	}
+}
+
+// requireRoot skips the test where the campaign cannot run.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if unavailable != "" {
+		t.Skip(unavailable)
+	}
+}
+
+// moduleRoot returns the nearest directory at or above the working
+// directory that holds go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod found above the package directory")
+		}
+		dir = parent
+	}
+}
+
+// spawns carries commands to spawnLoop.
+var spawns = make(chan spawnRequest)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// spawnOnce starts spawnLoop the first time a command is started.
+var spawnOnce sync.Once
+
+// spawnLoop starts every fencerd from one thread that it keeps for the
+// life of the test process. Pdeathsig fires when the thread that forked a
+// child exits, and the Go runtime ends a thread when a goroutine locked to
+// it returns (network.dial does that); forking only here keeps fencerd
+// alive exactly as long as this process.
+func spawnLoop() {
+	runtime.LockOSThread()
+	for r := range spawns {
+		r.done <- r.cmd.Start()
+	}
+}
+
+// startCmd starts cmd from the spawning thread.
+func startCmd(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() { go spawnLoop() })
+	done := make(chan error, 1)
+	spawns <- spawnRequest{cmd, done}
+	return <-done
+}

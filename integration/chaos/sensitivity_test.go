@@ -1,0 +1,78 @@
+//go:build linux
+
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+// The sensitivity tests run the checkers against fencerd built with
+// -tags fencer_faults and a deliberate bug switched on, and pass only if
+// the checker meant to catch that bug reports a violation. A checker that
+// never fails proves nothing.
+
+// TestSensitivityStaleReads: with stale-reads, FENCE.STATUS is answered
+// from the local table of whichever node gets it, without forwarding or
+// confirming leadership. Clients of an isolated follower then read locks
+// that were released long ago: the linearizability checker must say so.
+func TestSensitivityStaleReads(t *testing.T) {
+	requireRoot(t)
+	r := runCampaign(t, campaign{
+		nodes: 3, duration: 15 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
+		bin: faultyBin, env: []string{"FENCER_FAULTS=stale-reads"},
+		workloads: []workloadKind{wlLinearizable},
+		kinds:     []faultKind{isolateFollower},
+	})
+	if v := r.violations("linearizability"); len(v) == 0 {
+		t.Fatal("the linearizability checker found nothing wrong with stale reads")
+	} else {
+		t.Logf("caught, as it should be: %s", v[0])
+	}
+}
+
+// TestSensitivitySkipLeaseRestart: with skip-lease-restart, a new leader
+// keeps the lease deadlines it recorded as a follower instead of restarting
+// every lease at its full TTL. The early-expiry checker must catch a lock
+// granted again before the previous holder's lease could end.
+//
+// It cannot, with the fault as built: every node times each lease from the
+// moment it applies the entry (server/node.go, appliedLocked), which is
+// after the client sent the request, so the deadlines a follower recorded
+// never end before call time + TTL, and a new leader that keeps them frees
+// nothing early as any client can see. The fault becomes observable once it
+// also stops followers from timing leases (a new leader then knows no
+// deadline and treats every inherited lease as run out). Until fencerd's
+// fault does that, this test is skipped; TestSensitivityEarlyExpiry shows
+// the checker catching locks freed early on a real cluster.
+func TestSensitivitySkipLeaseRestart(t *testing.T) {
+	requireRoot(t)
+	t.Skip("skip-lease-restart is not observable by clients: followers already time leases from their own apply; see the comment")
+	r := runCampaign(t, campaign{
+		nodes: 3, duration: 40 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
+		bin: faultyBin, env: []string{"FENCER_FAULTS=skip-lease-restart"},
+		workloads: []workloadKind{wlExpiry},
+		kinds:     []faultKind{killLeader, pauseLeaderLong, isolateLeader, transferLeader},
+	})
+	if v := r.violations("no early expiry"); len(v) == 0 {
+		t.Fatal("the early-expiry checker found nothing wrong with skip-lease-restart")
+	} else {
+		t.Logf("caught, as it should be: %s", v[0])
+	}
+}
+
+// TestSensitivityEarlyExpiry frees held locks before their TTL with the
+// administrative FENCE.REVOKE, which hands them to the waiters queued
+// behind: the early-expiry checker must report it.
+func TestSensitivityEarlyExpiry(t *testing.T) {
+	requireRoot(t)
+	r := runCampaign(t, campaign{
+		nodes: 3, duration: 12 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
+		bin: fencerdBin, workloads: []workloadKind{wlExpiry}, kinds: []faultKind{revokeLocks},
+	})
+	if v := r.violations("no early expiry"); len(v) == 0 {
+		t.Fatal("the early-expiry checker found nothing wrong with locks revoked before their TTL")
+	} else {
+		t.Logf("caught, as it should be: %s", v[0])
+	}
+}
