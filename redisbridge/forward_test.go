@@ -3,7 +3,6 @@ package redisbridge
 import (
 	"bufio"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +19,6 @@ type movingLeader struct {
 	faultyLocker
 	switchAt      time.Time
 	before, after string
-	calls         atomic.Int64
 }
 
 func (m *movingLeader) Leader() (string, string) {
