@@ -33,6 +33,9 @@ var (
 	ErrDataDirInUse = errors.New("server: data directory in use")
 	// ErrShutdown means the node is shutting down; nothing was proposed.
 	ErrShutdown = errors.New("server: shutting down")
+	// ErrNotReady is wrapped by Node.Ready's answers: the node cannot serve
+	// requests now; the message says why.
+	ErrNotReady = errors.New("server: not ready")
 )
 
 // NotLeaderError is returned when a command reaches a node that is not the

@@ -43,6 +43,7 @@ func (n *Node) AcquireRedis(ctx context.Context, key, value string, ttl time.Dur
 }
 
 func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Duration, redis bool) (g Grant, granted bool, err error) {
+	defer func(start time.Time) { n.metrics.observe("acquire", start, granted, err) }(time.Now())
 	if err := n.checkLease(key, owner, ttl); err != nil {
 		return Grant{}, false, err
 	}
@@ -207,7 +208,8 @@ func (n *Node) endLocked(ok ownerKey, token uint64) {
 
 // Extend renews owner's lease on key for ttl. It reports false if owner does
 // not hold key, including when its lease already ran out on the leader.
-func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration) (extended bool, err error) {
+	defer func(start time.Time) { n.metrics.observe("extend", start, extended, err) }(time.Now())
 	if err := n.checkLease(key, owner, ttl); err != nil {
 		return false, err
 	}
@@ -242,7 +244,8 @@ func (n *Node) ReleaseRedis(ctx context.Context, key, value string) (bool, error
 	return n.release(ctx, key, value, true)
 }
 
-func (n *Node) release(ctx context.Context, key, owner string, redis bool) (bool, error) {
+func (n *Node) release(ctx context.Context, key, owner string, redis bool) (released bool, err error) {
+	defer func(start time.Time) { n.metrics.observe("release", start, released, err) }(time.Now())
 	if err := n.checkNames(key, owner); err != nil {
 		return false, err
 	}

@@ -54,6 +54,7 @@ type Node struct {
 	granting    map[string]bool // keys with an OpGrant in flight
 	armed       time.Time       // when the expiry loop will next wake
 	wake        chan struct{}
+	metrics     *metrics
 }
 
 type ownerKey struct{ key, owner string }
@@ -87,14 +88,17 @@ func Open(cfg Config) (*Node, error) {
 		live:     make(map[ownerKey]int),
 		granting: make(map[string]bool),
 		wake:     make(chan struct{}, 1),
+		metrics:  newMetrics(),
 	}
 	if err := n.startRaft(); err != nil {
 		n.closeStores()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.registerNodeGauges()
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.expireLoop()
+	go n.watchLeaderChanges()
 	return n, nil
 }
 
@@ -153,7 +157,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("server: opening raft store: %w", err)
 	}
 	n.store = store
-	logs, err := raft.NewLogCache(512, store)
+	logs, err := raft.NewLogCache(512, timedLogStore{store, n.metrics.fsync})
 	if err != nil {
 		return err
 	}
@@ -419,6 +423,7 @@ func (m *stateMachine) Apply(l *raft.Log) interface{} {
 	defer n.mu.Unlock()
 	res := n.table.Apply(l)
 	if r, ok := res.(*fsm.Result); ok {
+		n.metrics.applied(r)
 		n.appliedLocked(r)
 	}
 	return res

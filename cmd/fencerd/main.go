@@ -29,7 +29,7 @@ func main() {
 
 type options struct {
 	id, dataDir, listen, raftListen, raftAdvertise string
-	advertise                                      string
+	advertise, httpListen                          string
 	join                                           []string
 	logLevel, raftLogLevel                         string
 	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
@@ -65,6 +65,7 @@ Try it with redis-cli:
 	f.StringVar(&o.advertise, "advertise", "", "client address other nodes and clients use for this node (default: --listen)")
 	f.StringSliceVar(&o.join, "join", nil, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
 	f.StringVar(&o.raftListen, "raft-listen", "", "Raft address (default: the --listen host, port + 1)")
+	f.StringVar(&o.httpListen, "http-listen", "", `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
 	f.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-listen)")
 	f.DurationVar(&o.minTTL, "min-ttl", def.MinTTL, "shortest lease TTL a client may ask for")
 	f.DurationVar(&o.maxTTL, "max-ttl", def.MaxTTL, "longest lease TTL a client may ask for")
@@ -80,16 +81,19 @@ Try it with redis-cli:
 }
 
 // raftAddrFor derives the default Raft address: the client host, port + 1.
-func raftAddrFor(listen string) (string, error) {
+func raftAddrFor(listen string) (string, error) { return addrBeside(listen, 1, "--raft-listen") }
+
+// addrBeside derives a default address from --listen: its host, port + off.
+func addrBeside(listen string, off int, flag string) (string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", fmt.Errorf("--listen %q: %w", listen, err)
 	}
 	p, err := strconv.Atoi(port)
-	if err != nil || p <= 0 || p >= 65535 {
-		return "", fmt.Errorf("--listen %q: need a fixed port below 65535 to derive --raft-listen; set --raft-listen", listen)
+	if err != nil || p <= 0 || p+off > 65535 {
+		return "", fmt.Errorf("--listen %q: need a fixed port below %d to derive %s; set %s", listen, 65536-off, flag, flag)
 	}
-	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
+	return net.JoinHostPort(host, strconv.Itoa(p+off)), nil
 }
 
 func run(ctx context.Context, o options) error {
@@ -130,21 +134,35 @@ func run(ctx context.Context, o options) error {
 	if cfg.ClientAddr == "" {
 		cfg.ClientAddr = ln.Addr().String()
 	}
+	httpLn, err := listenHTTP(o)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	closeHTTP := func() {
+		if httpLn != nil {
+			_ = httpLn.Close()
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		_ = ln.Close()
+		closeHTTP()
 		return withFlagHints(err)
 	}
 	node, err := server.Open(cfg)
 	if err != nil {
 		_ = ln.Close()
+		closeHTTP()
 		return err
 	}
 	bridge, err := redisbridge.New(node, bcfg)
 	if err != nil {
 		_ = ln.Close()
+		closeHTTP()
 		_ = node.Close()
 		return err
 	}
+	httpSrv := serveHTTP(httpLn, node, logger)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- bridge.Serve(ln) }()
 	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", cfg.DataDir)
@@ -163,6 +181,9 @@ func run(ctx context.Context, o options) error {
 		logger.Error("RESP server stopped", "err", err)
 	}
 	_ = bridge.Close()
+	if httpSrv != nil {
+		_ = httpSrv.Close()
+	}
 	if cerr := node.Close(); cerr != nil && !errors.Is(cerr, context.Canceled) {
 		logger.Warn("closing node", "err", cerr)
 	}

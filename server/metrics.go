@@ -1,0 +1,233 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics holds a node's Prometheus series. Each node has its own registry,
+// so several nodes in one process (tests) do not collide.
+type metrics struct {
+	reg *prometheus.Registry
+	// requests counts acquire, extend and release requests served on this
+	// node by outcome; latency times them, from the call to the answer.
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	// expiries counts Expire entries that freed a lease, as applied here.
+	expiries prometheus.Counter
+	// leaderChanges counts leader changes this node observed.
+	leaderChanges prometheus.Counter
+	// fsync times the log store's writes of new entries: bolt commits each
+	// batch with an fsync, so this is the disk's sync latency plus bolt's
+	// own work.
+	fsync prometheus.Histogram
+}
+
+// raftStates are the states reported by fencer_raft_state.
+var raftStates = []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencer_requests_total",
+			Help: "Acquire, extend and release requests served by this node, by op and outcome (granted/not_granted, extended/not_holder, released/not_holder, error).",
+		}, []string{"op", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fencer_request_duration_seconds",
+			Help:    "Latency of acquire (without its WAIT queueing), extend and release requests served by this node, by op.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"op"}),
+		expiries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencer_expiries_total",
+			Help: "Leases freed by expiry, as applied by this node.",
+		}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencer_leader_changes_total",
+			Help: "Leader changes observed by this node (including to no leader).",
+		}),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fencer_log_store_write_seconds",
+			Help:    "Time to write and fsync a batch of Raft log entries to the bolt log store.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.expiries, m.leaderChanges, m.fsync,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, op := range []string{"acquire", "extend", "release"} {
+		m.latency.WithLabelValues(op)
+	}
+	return m
+}
+
+// registerNodeGauges adds the series read from the node when scraped.
+func (n *Node) registerNodeGauges() {
+	m := n.metrics
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_locks_held",
+		Help: "Locks held in this node's table.",
+	}, func() float64 { return float64(n.table.Len()) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_waiters",
+		Help: "Acquires queued (WAIT) on this node for a lock.",
+	}, func() float64 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return float64(n.waits.count())
+	}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_ready",
+		Help: "1 if this node is a leader that has applied its log and restarted every lease.",
+	}, func() float64 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.ready {
+			return 1
+		}
+		return 0
+	}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_applied_index",
+		Help: "Raft index of the last entry applied by this node.",
+	}, func() float64 { return float64(n.raft.AppliedIndex()) }))
+	for _, s := range raftStates {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "fencer_raft_state",
+			Help:        "1 for this node's current Raft state, 0 for the others.",
+			ConstLabels: prometheus.Labels{"state": stateName(s)},
+		}, func() float64 {
+			if n.raft.State() == s {
+				return 1
+			}
+			return 0
+		}))
+	}
+}
+
+func stateName(s raft.RaftState) string {
+	switch s {
+	case raft.Follower:
+		return "follower"
+	case raft.Candidate:
+		return "candidate"
+	case raft.Leader:
+		return "leader"
+	default:
+		return "shutdown"
+	}
+}
+
+// observe records a request's outcome and latency.
+func (m *metrics) observe(op string, start time.Time, ok bool, err error) {
+	outcome := "error"
+	switch {
+	case err != nil:
+	case ok:
+		outcome = map[string]string{"acquire": "granted", "extend": "extended", "release": "released"}[op]
+	case op == "acquire":
+		outcome = "not_granted"
+	default:
+		outcome = "not_holder"
+	}
+	m.requests.WithLabelValues(op, outcome).Inc()
+	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// applied records what an applied entry did.
+func (m *metrics) applied(r *fsm.Result) {
+	if r.Code == fsm.Expired {
+		m.expiries.Inc()
+	}
+}
+
+// watchLeaderChanges counts leader changes until the node stops.
+func (n *Node) watchLeaderChanges() {
+	defer n.wg.Done()
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-ch:
+			n.metrics.leaderChanges.Inc()
+		}
+	}
+}
+
+// timedLogStore times the log store's writes for fencer_log_store_write_seconds.
+type timedLogStore struct {
+	raft.LogStore
+	h prometheus.Histogram
+}
+
+func (s timedLogStore) StoreLog(l *raft.Log) error {
+	defer s.observe(time.Now())
+	return s.LogStore.StoreLog(l)
+}
+
+func (s timedLogStore) StoreLogs(ls []*raft.Log) error {
+	defer s.observe(time.Now())
+	return s.LogStore.StoreLogs(ls)
+}
+
+func (s timedLogStore) observe(start time.Time) { s.h.Observe(time.Since(start).Seconds()) }
+
+// HTTPHandler serves the node's operational endpoints:
+//
+//   - /metrics: Prometheus series named fencer_... (and Go's process series);
+//   - /healthz: 200 while the process serves HTTP;
+//   - /readyz: 200 when this node can serve requests: a leader is known and
+//     its client address too (so a follower can forward), and if this node
+//     is that leader, it has applied its log and restarted every lease.
+//     Otherwise 503 with the reason.
+func (n *Node) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := n.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}
+
+// Ready returns nil if the node can serve requests now (see HTTPHandler's
+// /readyz), or an error giving the reason it cannot.
+func (n *Node) Ready() error {
+	n.mu.Lock()
+	ready, closed := n.ready, n.closed
+	n.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: %w", ErrNotReady, ErrShutdown)
+	}
+	lid, addr := n.Leader()
+	switch {
+	case lid == "" && !n.isMember():
+		return fmt.Errorf("%w: not a member of a cluster", ErrNotReady)
+	case lid == "":
+		return fmt.Errorf("%w: no leader known", ErrNotReady)
+	case lid == n.id && !ready:
+		return fmt.Errorf("%w: leader still applying its log", ErrNotReady)
+	case addr == "":
+		return fmt.Errorf("%w: leader %s has no client address yet", ErrNotReady, lid)
+	}
+	return nil
+}
