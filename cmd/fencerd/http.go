@@ -12,7 +12,11 @@ import (
 )
 
 // listenHTTP opens the --http-listen listener, or returns nil if it is "off".
-func listenHTTP(o options) (net.Listener, error) {
+// An address set explicitly that cannot be bound is an error. The derived
+// default (--listen port + 2) is only a convenience: if it cannot be derived
+// (--listen port 0) or bound (a test harness picked that port for something
+// else), fencerd logs a warning and runs without HTTP rather than not at all.
+func listenHTTP(o options, logger *slog.Logger) (net.Listener, error) {
 	addr := o.httpListen
 	switch addr {
 	case "off":
@@ -20,9 +24,15 @@ func listenHTTP(o options) (net.Listener, error) {
 	case "":
 		a, err := addrBeside(o.listen, 2, "--http-listen")
 		if err != nil {
-			return nil, err
+			logger.Warn("no metrics or health endpoints", "err", err)
+			return nil, nil
 		}
-		addr = a
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			logger.Warn("no metrics or health endpoints: the default --http-listen address is unavailable; set --http-listen", "addr", a, "err", err)
+			return nil, nil
+		}
+		return ln, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

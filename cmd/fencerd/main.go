@@ -134,7 +134,7 @@ func run(ctx context.Context, o options) error {
 	if cfg.ClientAddr == "" {
 		cfg.ClientAddr = ln.Addr().String()
 	}
-	httpLn, err := listenHTTP(o)
+	httpLn, err := listenHTTP(o, logger)
 	if err != nil {
 		_ = ln.Close()
 		return err
