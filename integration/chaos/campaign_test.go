@@ -297,6 +297,9 @@ func assertClean(t *testing.T, r *report, minChanges int) {
 	if r.leaderChanges < minChanges {
 		t.Errorf("%d leader changes, want at least %d", r.leaderChanges, minChanges)
 	}
+	if n := r.count.unexpected.Load(); n > 0 {
+		t.Errorf("%d replies did not fit their command; the first: %v", n, r.count.sample.Load())
+	}
 	if r.count.okOps.Load() == 0 {
 		t.Error("no operation succeeded")
 	}

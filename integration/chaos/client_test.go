@@ -64,6 +64,17 @@ func (l *grantLog) all() []grant {
 // counters are the client-side figures of a run.
 type counters struct {
 	ops, okOps, failedOps, unknownOps atomic.Int64
+	// unexpected counts replies of the wrong shape for their command (a
+	// protocol bug); sample keeps the first.
+	unexpected atomic.Int64
+	sample     atomic.Value
+}
+
+// odd records a reply that does not fit its command.
+func (c *counters) odd(cmd string, v any) {
+	if c.unexpected.Add(1) == 1 {
+		c.sample.Store(fmt.Sprintf("%s answered %#v", cmd, v))
+	}
 }
 
 // client is one workload client bound to one node. It runs in its own

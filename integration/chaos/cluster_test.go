@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -318,9 +319,11 @@ func (c *cluster) stateHash(i int) (stateHash, error) {
 	return stateHash{uint64(idx), h}, nil
 }
 
-// awaitConverged waits until every node reports the same applied index
-// twice in a row, and returns the hashes seen then. Equal indexes with
-// different hashes are a divergence, reported by the caller.
+// awaitConverged waits until every node reports the same applied index,
+// and each node the same index and hash in two polls in a row, and returns
+// what it saw then. Equal indexes with different hashes are a divergence,
+// reported by the caller. (Raft may count an entry as applied a moment
+// before the table has it, hence the second poll.)
 func (c *cluster) awaitConverged(within time.Duration) ([]stateHash, error) {
 	deadline := time.Now().Add(within)
 	var prev []stateHash
@@ -334,7 +337,7 @@ func (c *cluster) awaitConverged(within time.Duration) ([]stateHash, error) {
 			}
 			same = same && cur[i].index == cur[0].index
 		}
-		if err == nil && same && prev != nil && prev[0].index == cur[0].index {
+		if err == nil && same && slices.Equal(prev, cur) {
 			return cur, nil
 		}
 		if !same || err != nil {

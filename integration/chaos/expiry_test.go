@@ -40,6 +40,9 @@ func (w *expiryWorkload) run(cl *client, stop <-chan struct{}) {
 			releaseUntilKnown(cl, key, owner, nil)
 		case ok:
 			tok, granted, err := asGrant(v)
+			if err != nil {
+				cl.count.odd("FENCE.ACQUIRE", v)
+			}
 			if err != nil || !granted {
 				break
 			}

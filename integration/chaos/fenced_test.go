@@ -114,6 +114,9 @@ func (w *fencedWorkload) run(cl *client, stop <-chan struct{}) {
 			releaseUntilKnown(cl, key, owner, nil)
 		case ok:
 			tok, granted, err := asGrant(v)
+			if err != nil {
+				cl.count.odd("FENCE.ACQUIRE", v)
+			}
 			if err != nil || !granted {
 				break
 			}

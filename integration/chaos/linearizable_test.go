@@ -213,7 +213,8 @@ func (w *linWorkload) run(cl *client, stop <-chan struct{}) {
 		case ok:
 			tok, granted, err := asGrant(v)
 			if err != nil {
-				continue // not a lock reply: nothing to check
+				cl.count.odd("FENCE.ACQUIRE", v)
+				continue
 			}
 			w.record(cl, linInput{linAcquire, key, owner}, linOutput{ok: granted, token: tok}, call, ret)
 			if !granted {
@@ -241,6 +242,7 @@ func (w *linWorkload) status(cl *client, key string) {
 	}
 	owner, tok, held, err := asStatus(v)
 	if err != nil {
+		cl.count.odd("FENCE.STATUS", v)
 		return
 	}
 	w.record(cl, linInput{linStatus, key, ""}, linOutput{ok: held, owner: owner, token: tok}, call, ret)
@@ -258,7 +260,8 @@ func (w *linWorkload) release(cl *client, key, owner string, g *grant) {
 		switch out {
 		case ok:
 			n, isInt := v.(int64)
-			if !isInt {
+			if !isInt || n < 0 || n > 1 {
+				cl.count.odd("FENCE.RELEASE", v)
 				return
 			}
 			w.record(cl, linInput{linRelease, key, owner}, linOutput{ok: n == 1}, call, ret)

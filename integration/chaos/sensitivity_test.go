@@ -27,7 +27,7 @@ func TestSensitivityStaleReads(t *testing.T) {
 	if v := r.violations("linearizability"); len(v) == 0 {
 		t.Fatal("the linearizability checker found nothing wrong with stale reads")
 	} else {
-		t.Logf("caught, as it should be: %s", v[0])
+		t.Logf("caught, as it should be: %s (CHAOS_KEEP=1 keeps the file)", v[0])
 	}
 }
 

@@ -21,8 +21,8 @@ func (r *report) summary() string {
 	fmt.Fprintf(&b, "fault campaign: %d nodes, %v of faults (%v in all), seed %d, %d clients (%d per node)\n",
 		cfg.nodes, cfg.duration, r.elapsed.Round(time.Second), cfg.seed, cfg.nodes*cfg.clientsPerNode, cfg.clientsPerNode)
 	c := r.count
-	fmt.Fprintf(&b, "operations: %d sent: %d answered, %d failed (nothing done), %d unknown outcome\n",
-		c.ops.Load(), c.okOps.Load(), c.failedOps.Load(), c.unknownOps.Load())
+	fmt.Fprintf(&b, "operations: %d sent: %d answered, %d failed (nothing done), %d unknown outcome, %d unexpected replies\n",
+		c.ops.Load(), c.okOps.Load(), c.failedOps.Load(), c.unknownOps.Load(), c.unexpected.Load())
 	var gs []string
 	total := 0
 	for w, n := range r.grants {
