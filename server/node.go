@@ -241,9 +241,18 @@ func (n *Node) clientAddrOf(id string) string {
 	return n.table.Members()[id]
 }
 
-// Close stops the node: it answers every waiter, shuts Raft down and closes
-// its stores. It is safe to call more than once.
+// Close stops the node: a leader of a cluster with other voters first hands
+// leadership to one of them (bounded by shutdownTransferTimeout); then it
+// answers every waiter, shuts Raft down and closes its stores. It is safe to
+// call more than once.
 func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.mu.Unlock()
+	n.handOff()
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()

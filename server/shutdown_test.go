@@ -1,0 +1,73 @@
+package server
+
+import (
+	"bytes"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestCloseOnLeaderTransfersLeadershipFirst(t *testing.T) {
+	c := newCluster(t, 3)
+	old := c.leader()
+	g := mustAcquire(t, old, "held", "me", time.Minute)
+	var logs syncBuffer
+	old.log = slog.New(slog.NewTextHandler(&logs, nil)).With("node", old.ID())
+
+	start := time.Now()
+	require.NoError(t, old.Close())
+	closed := time.Since(start)
+	c.nodes[c.index(old)] = nil
+	assert.Contains(t, logs.String(), "leadership transferred before shutdown")
+
+	// The new leader was chosen by the transfer, before the old one shut
+	// down: the followers did not wait out an election timeout.
+	next := c.leader()
+	handoff := time.Since(start)
+	assert.NotEqual(t, old.ID(), next.ID())
+	assert.Contains(t, logs.String(), "to="+next.ID())
+	t.Logf("Close took %v; a ready leader after %v", closed, handoff)
+	assert.Less(t, closed, shutdownTransferTimeout+2*time.Second)
+
+	// No lock lost: same owner, same token, and the holder may extend it.
+	s := mustStatus(t, next, "held")
+	assert.Equal(t, "me", s.Owner)
+	assert.Equal(t, g.Token, s.Token)
+	ok, err := next.Extend(ctxT(t), "held", "me", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	g2 := mustAcquire(t, next, "new", "me", time.Minute)
+	assert.Greater(t, g2.Token, g.Token)
+}
+
+func TestCloseOnLoneLeaderDoesNotTransfer(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	var logs syncBuffer
+	n.log = slog.New(slog.NewTextHandler(&logs, nil))
+	start := time.Now()
+	require.NoError(t, n.Close())
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.NotContains(t, logs.String(), "leadership transfer")
+}
