@@ -25,6 +25,12 @@ const (
 	serverRequestTimeout = 3 * time.Second
 	// pollEvery is the pause between polls of the cluster's state.
 	pollEvery = 100 * time.Millisecond
+	// snapshotThreshold and snapshotInterval make every node snapshot every
+	// few seconds under the workloads' load. Raft keeps 10240 entries after
+	// a snapshot, so once a run is past that many, a node that joins again
+	// with an empty data directory catches up through InstallSnapshot.
+	snapshotThreshold = "1024"
+	snapshotInterval  = "2s"
 )
 
 // clusterConfig says how to run a cluster.
@@ -88,6 +94,8 @@ func startCluster(cfg clusterConfig) (_ *cluster, err error) {
 			"--listen", n.addr(),
 			"--raft-listen", net.JoinHostPort(n.ip, raftPort),
 			"--request-timeout", serverRequestTimeout.String(),
+			"--snapshot-threshold", snapshotThreshold,
+			"--snapshot-interval", snapshotInterval,
 			"--log-level", "info",
 			"--raft-log-level", "info",
 		}

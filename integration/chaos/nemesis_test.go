@@ -105,9 +105,33 @@ func (nm *nemesis) draw() faultKind {
 		nm.round = append([]faultKind(nil), nm.kinds...)
 		nm.rng.Shuffle(len(nm.round), func(i, j int) { nm.round[i], nm.round[j] = nm.round[j], nm.round[i] })
 	}
-	k := nm.round[0]
-	nm.round = nm.round[1:]
+	// Removing and wiping a node is put off until the log is long enough
+	// for the node to catch up by snapshot.
+	pick := 0
+	if nm.round[0] == removeReadd && nm.appliedIndex() < installAfter {
+		for pick < len(nm.round)-1 && nm.round[pick] == removeReadd {
+			pick++
+		}
+	}
+	k := nm.round[pick]
+	nm.round = append(nm.round[:pick], nm.round[pick+1:]...)
 	return k
+}
+
+// installAfter is the applied index past which the leader has compacted its
+// log (a snapshot every snapshotThreshold entries, 10240 kept after it), so
+// that a node joining with an empty data directory is sent a snapshot.
+const installAfter = 14000
+
+// appliedIndex returns the largest applied index any node reports.
+func (nm *nemesis) appliedIndex() uint64 {
+	var top uint64
+	for _, i := range nm.c.up() {
+		if h, err := nm.c.stateHash(i); err == nil {
+			top = max(top, h.index)
+		}
+	}
+	return top
 }
 
 // between returns a random duration in [lo, hi].
@@ -264,7 +288,7 @@ func (nm *nemesis) inject(kind faultKind) fault {
 			nm.fenced.requestPauses(k)
 		}
 	case removeReadd:
-		f.detail = name(follower)
+		f.detail = fmt.Sprintf("%s at index %d", name(follower), nm.appliedIndex())
 		nm.kill(follower)
 		nm.remove(follower)
 		if err := c.nodes[follower].wipe(); err != nil {
