@@ -36,6 +36,9 @@ var (
 	// ErrNotReady is wrapped by Node.Ready's answers: the node cannot serve
 	// requests now; the message says why.
 	ErrNotReady = errors.New("server: not ready")
+	// ErrRestoreNotNew means RestoreSnapshot was called on a node that is
+	// not a fresh one-node cluster: restore only into a new data directory.
+	ErrRestoreNotNew = errors.New("server: restore needs a new cluster")
 )
 
 // NotLeaderError is returned when a command reaches a node that is not the
