@@ -191,6 +191,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.transfer":  (*Bridge).transfer,
 		"fence.forwarded": (*Bridge).forwarded,
 		"fence.statehash": (*Bridge).statehash,
+		"fence.snapshot":  (*Bridge).snapshot,
 	}
 	return b, nil
 }
