@@ -132,7 +132,7 @@ the command cannot be run, 127 if it is not found.`,
 	f.StringSlice("addr", nil, "client addresses of the cluster, comma-separated (default $FENCER_ADDR, else "+defaultAddr+")")
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "how long a request may take, trying every address, before fencer gives up (waits for a lock excluded)")
 	root.AddCommand(a.acquireCommand(), a.extendCommand(), a.releaseCommand(), a.statusCommand(),
-		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand())
+		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand())
 	return root
 }
 

@@ -29,7 +29,7 @@ func main() {
 
 type options struct {
 	id, dataDir, listen, raftListen, raftAdvertise string
-	advertise, httpListen                          string
+	advertise, httpListen, restore                 string
 	join                                           []string
 	logLevel, raftLogLevel                         string
 	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
@@ -66,6 +66,7 @@ Try it with redis-cli:
 	f.StringSliceVar(&o.join, "join", nil, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
 	f.StringVar(&o.raftListen, "raft-listen", "", "Raft address (default: the --listen host, port + 1)")
 	f.StringVar(&o.httpListen, "http-listen", "", `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
+	f.StringVar(&o.restore, "restore", "", "seed a new one-node cluster from a file written by 'fencer snapshot save' (needs an empty --data-dir; see docs/operations.md)")
 	f.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-listen)")
 	f.DurationVar(&o.minTTL, "min-ttl", def.MinTTL, "shortest lease TTL a client may ask for")
 	f.DurationVar(&o.maxTTL, "max-ttl", def.MaxTTL, "longest lease TTL a client may ask for")
@@ -149,11 +150,32 @@ func run(ctx context.Context, o options) error {
 		closeHTTP()
 		return withFlagHints(err)
 	}
+	var snapshot []byte
+	if o.restore != "" {
+		if o.join != nil {
+			_ = ln.Close()
+			closeHTTP()
+			return errors.New("--restore starts a new cluster: it cannot be combined with --join")
+		}
+		if snapshot, err = readSnapshot(o.restore); err != nil {
+			_ = ln.Close()
+			closeHTTP()
+			return err
+		}
+	}
 	node, err := server.Open(cfg)
 	if err != nil {
 		_ = ln.Close()
 		closeHTTP()
 		return err
+	}
+	if snapshot != nil {
+		if err := restoreSnapshot(ctx, node, snapshot, logger); err != nil {
+			_ = ln.Close()
+			closeHTTP()
+			_ = node.Close()
+			return err
+		}
 	}
 	bridge, err := redisbridge.New(node, bcfg)
 	if err != nil {
