@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -42,7 +43,7 @@ func newMetrics() *metrics {
 		}, []string{"op", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fencer_request_duration_seconds",
-			Help:    "Latency of acquire (without its WAIT queueing), extend and release requests served by this node, by op.",
+			Help:    "Latency of acquire (including any WAIT in the queue), extend and release requests served by this node, by op.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"op"}),
 		expiries: prometheus.NewCounter(prometheus.CounterOpts{
@@ -124,8 +125,13 @@ func stateName(s raft.RaftState) string {
 	}
 }
 
-// observe records a request's outcome and latency.
+// observe records a request's outcome and latency. A request this node is
+// not the leader for is not counted here: the bridge forwards it, and the
+// leader counts it.
 func (m *metrics) observe(op string, start time.Time, ok bool, err error) {
+	if errors.Is(err, ErrNotLeader) {
+		return
+	}
 	outcome := "error"
 	switch {
 	case err != nil:

@@ -144,3 +144,22 @@ func TestReadyzOfNodeWaitingToJoin(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.True(t, strings.Contains(body, "not a member"), body)
 }
+
+func TestMetricsLeaveForwardedRequestsToTheLeader(t *testing.T) {
+	c := newCluster(t, 2)
+	leader := c.leader()
+	follower := c.nodes[1-c.index(leader)]
+	_, _, err := follower.Acquire(ctxT(t), "f", "me", time.Minute, 0)
+	var nl *NotLeaderError
+	require.ErrorAs(t, err, &nl)
+	mustAcquire(t, leader, "f", "me", time.Minute)
+
+	_, body := scrape(t, follower.HTTPHandler(), "/metrics")
+	assert.Equal(t, 0.0, sample(t, body, `fencer_request_duration_seconds_count{op="acquire"}`))
+	assert.Equal(t, 1.0, sample(t, body, `fencer_raft_state{state="follower"}`))
+	_, body = scrape(t, leader.HTTPHandler(), "/metrics")
+	assert.Equal(t, 1.0, sample(t, body, `fencer_requests_total{op="acquire",outcome="granted"}`))
+	require.NoError(t, follower.Ready())
+	code, _ := scrape(t, follower.HTTPHandler(), "/readyz")
+	assert.Equal(t, http.StatusOK, code)
+}
