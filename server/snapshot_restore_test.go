@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -89,4 +91,64 @@ func TestSnapshotRestoreIntoNewCluster(t *testing.T) {
 	assert.Greater(t, later.Token, fresh.Token)
 	_, err = n.RestoreSnapshot(ctx, snap)
 	assert.True(t, errors.Is(err, ErrRestoreNotNew), "%v", err)
+}
+
+func TestRestoredTableReachesJoinersAndSurvivesHandoff(t *testing.T) {
+	old := openNode(t, t.TempDir())
+	held := mustAcquire(t, old, "held", "y", time.Hour)
+	for range 20 {
+		mustAcquire(t, old, "held", "y", time.Hour)
+	}
+	snap, err := old.SnapshotTable(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, old.Close())
+
+	// n0 of the in-memory cluster bootstrapped a new cluster; restore into it
+	// while it is alone, then let the others join: they get the table as a
+	// Raft snapshot.
+	c := unjoinedCluster(t, 3)
+	c.nodes = append(c.nodes, c.open(0))
+	n0 := c.leader()
+	info, err := n0.RestoreSnapshot(ctxT(t), snap)
+	require.NoError(t, err)
+	for i := 1; i < 3; i++ {
+		n := c.open(i)
+		c.nodes = append(c.nodes, n)
+		require.NoError(t, n0.Join(ctxT(t), n.ID(), string(c.trans[i].LocalAddr()), n.cfg.ClientAddr))
+	}
+	for _, n := range c.nodes[1:] {
+		require.Eventually(t, func() bool {
+			l, ok := n.table.Get("held")
+			return ok && l.Token == held.Token
+		}, 10*time.Second, 20*time.Millisecond, "node %s has the restored lock", n.ID())
+	}
+	// Hand leadership over: the new leader, which got the table by snapshot
+	// install, issues tokens above the snapshot's too.
+	require.NoError(t, n0.Close())
+	c.nodes[0] = nil
+	next := c.leader()
+	assert.Equal(t, held.Token, mustStatus(t, next, "held").Token)
+	g := mustAcquire(t, next, "fresh", "w", time.Minute)
+	assert.Greater(t, g.Token, info.MaxToken)
+}
+
+// unjoinedCluster connects size in-memory transports and makes their data
+// directories, without opening any node: the test opens them (c.open) and
+// joins them when it wants.
+func unjoinedCluster(t *testing.T, size int) *cluster {
+	t.Helper()
+	c := &cluster{t: t}
+	for i := 0; i < size; i++ {
+		_, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("127.0.0.3:%d", 19000+i)))
+		c.trans = append(c.trans, tr)
+		c.dirs = append(c.dirs, t.TempDir())
+	}
+	for i, a := range c.trans {
+		for j, b := range c.trans {
+			if i != j {
+				a.Connect(b.LocalAddr(), b)
+			}
+		}
+	}
+	return c
 }
