@@ -29,6 +29,8 @@
 // `go test ./integration/chaos/` runs a short campaign on 3 and 5 nodes and
 // the sensitivity tests; `make chaos` runs the full one, configured by
 // CHAOS_DURATION (per cluster size, e.g. 3m), CHAOS_SEED, CHAOS_NODES (e.g.
-// "3 5"), CHAOS_CLIENTS (clients per node) and CHAOS_RACE=1 (fencerd built
-// with -race).
+// "3 5"), CHAOS_CLIENTS (clients per node, default 6), CHAOS_RACE=1 (fencerd
+// built with -race), CHAOS_KEEP=1 (keep logs and data of a passing run) and
+// CHAOS_MIN_LEADER_CHANGES (default 10 for runs of 2 minutes or more, else
+// 1). docs/safety.md has the argument the campaign tests and its figures.
 package chaos
