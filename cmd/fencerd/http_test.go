@@ -1,0 +1,57 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestAddrBeside(t *testing.T) {
+	for _, c := range []struct {
+		listen, want string
+		ok           bool
+	}{
+		{"127.0.0.1:7379", "127.0.0.1:7381", true},
+		{"[::1]:7479", "[::1]:7481", true},
+		{"0.0.0.0:65533", "0.0.0.0:65535", true},
+		{"127.0.0.1:65534", "", false},
+		{"127.0.0.1:0", "", false},
+		{"nonsense", "", false},
+	} {
+		got, err := addrBeside(c.listen, 2, "--http-listen")
+		if !c.ok {
+			assert.Error(t, err, c.listen)
+			continue
+		}
+		require.NoError(t, err, c.listen)
+		assert.Equal(t, c.want, got)
+	}
+}
+
+func TestListenHTTP(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ln, err := listenHTTP(options{httpListen: "off", listen: "127.0.0.1:7379"}, quiet)
+	require.NoError(t, err)
+	assert.Nil(t, ln)
+
+	// A busy port: the derived default is skipped, an explicit one fails.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	port := busy.Addr().(*net.TCPAddr).Port
+	ln, err = listenHTTP(options{listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port-2))}, quiet)
+	require.NoError(t, err)
+	assert.Nil(t, ln)
+	_, err = listenHTTP(options{httpListen: busy.Addr().String()}, quiet)
+	assert.ErrorContains(t, err, "--http-listen")
+
+	ln, err = listenHTTP(options{httpListen: "127.0.0.1:0"}, quiet)
+	require.NoError(t, err)
+	require.NotNil(t, ln)
+	require.NoError(t, ln.Close())
+}
