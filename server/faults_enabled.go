@@ -11,9 +11,10 @@ import (
 // variable (comma-separated), in binaries built with -tags fencer_faults. They
 // let the fault campaign show that its checkers catch real violations.
 const (
-	// faultSkipLeaseRestart: a new leader keeps the deadlines it recorded as
-	// a follower instead of restarting every lease at its full TTL, so it
-	// may expire leases early (breaks "no early expiry").
+	// faultSkipLeaseRestart: a new leader does not restart every lease at
+	// its full TTL, and followers record no deadlines, so a new leader
+	// treats every inherited lease as run out and frees it early (breaks
+	// "no early expiry").
 	faultSkipLeaseRestart = "skip-lease-restart"
 	// faultStaleReads: reads are answered from the local table without
 	// confirming leadership or forwarding (breaks "linearizable reads").

@@ -462,7 +462,12 @@ func (n *Node) appliedLocked(r *fsm.Result) {
 	switch {
 	case r.Waiter == fsm.WaiterGranted,
 		r.Code == fsm.Granted, r.Code == fsm.Renewed, r.Code == fsm.Extended:
-		n.leases.set(key, r.Lease, time.Now())
+		// (The skip-lease-restart fault also stops followers from timing
+		// leases, so that a new leader that skips the restart inherits no
+		// deadlines at all and frees leases early, as the bug would.)
+		if n.ready || !faultActive("skip-lease-restart") {
+			n.leases.set(key, r.Lease, time.Now())
+		}
 		if tl := n.leases.leases[key]; n.ready && tl.deadline.Before(n.armed) {
 			n.kick()
 		}

@@ -32,22 +32,12 @@ func TestSensitivityStaleReads(t *testing.T) {
 }
 
 // TestSensitivitySkipLeaseRestart: with skip-lease-restart, a new leader
-// keeps the lease deadlines it recorded as a follower instead of restarting
-// every lease at its full TTL. The early-expiry checker must catch a lock
-// granted again before the previous holder's lease could end.
-//
-// It cannot, with the fault as built: every node times each lease from the
-// moment it applies the entry (server/node.go, appliedLocked), which is
-// after the client sent the request, so the deadlines a follower recorded
-// never end before call time + TTL, and a new leader that keeps them frees
-// nothing early as any client can see. The fault becomes observable once it
-// also stops followers from timing leases (a new leader then knows no
-// deadline and treats every inherited lease as run out). Until fencerd's
-// fault does that, this test is skipped; TestSensitivityEarlyExpiry shows
-// the checker catching locks freed early on a real cluster.
+// does not restart every lease at its full TTL (and followers record no
+// deadlines to fall back on), so it frees inherited leases at once. The
+// early-expiry checker must catch a lock granted again before the previous
+// holder's lease could end.
 func TestSensitivitySkipLeaseRestart(t *testing.T) {
 	requireRoot(t)
-	t.Skip("skip-lease-restart is not observable by clients: followers already time leases from their own apply; see the comment")
 	r := runCampaign(t, campaign{
 		nodes: 3, duration: 40 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
 		bin: faultyBin, env: []string{"FENCER_FAULTS=skip-lease-restart"},
