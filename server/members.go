@@ -161,12 +161,14 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 	}
 }
 
-// StateHash returns the index of the last applied Raft entry and a SHA-256
+// StateHash returns the index of the last command applied to the table and a SHA-256
 // of the lock table's snapshot bytes. Two nodes that applied the same log
 // return the same pair; the fault campaign compares them at the end.
 func (n *Node) StateHash() (appliedIndex uint64, hash string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	sum := sha256.Sum256(n.table.MarshalSnapshot())
-	return n.raft.AppliedIndex(), hex.EncodeToString(sum[:])
+	// The table's own last index, not raft.AppliedIndex(): raft counts an
+	// entry applied before the FSM goroutine has applied it.
+	return n.table.LastIndex(), hex.EncodeToString(sum[:])
 }
