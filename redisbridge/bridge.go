@@ -56,11 +56,34 @@ type Config struct {
 	// default is false: Redis's own semantics (a second SET NX is refused,
 	// even with the same value).
 	RedlockMultiEndpoint bool
+
+	// Limits (see limits.go). Each is answered with an error that leaves
+	// the connection open, except MaxClients, which refuses the connection.
+	//
+	// Zero means the default for each.
+	//
+	// MaxArgs bounds the arguments of one command, its name included. The
+	// default is 1024.
+	MaxArgs int
+	// MaxBulkLen bounds one argument in bytes. The default is 1 MiB.
+	MaxBulkLen int
+	// MaxClients bounds the open client connections (forwarding nodes'
+	// included). The default is 10000, as Redis's maxclients.
+	MaxClients int
+	// MaxPipeline bounds the commands one connection may send in one read
+	// batch; the rest of the batch is answered with an error. The default
+	// is 1000.
+	MaxPipeline int
+	// IdleTimeout closes a connection that sends nothing for that long; a
+	// subscribed connection is exempt. Zero, the default, never closes one
+	// (Redis's default timeout 0: pooled clients keep idle connections).
+	IdleTimeout time.Duration
 }
 
 // DefaultConfig returns the bridge's defaults.
 func DefaultConfig() Config {
-	return Config{RequestTimeout: 10 * time.Second, DefaultLockTTL: 30 * time.Second}
+	return Config{RequestTimeout: 10 * time.Second, DefaultLockTTL: 30 * time.Second,
+		MaxArgs: 1024, MaxBulkLen: 1 << 20, MaxClients: 10000, MaxPipeline: 1000}
 }
 
 // Validate reports an invalid field.
@@ -71,7 +94,7 @@ func (c *Config) Validate() error {
 	if c.DefaultLockTTL < 0 {
 		return fmt.Errorf("redisbridge: config DefaultLockTTL: must not be negative, got %v", c.DefaultLockTTL)
 	}
-	return nil
+	return c.validateLimits()
 }
 
 // handler serves one command.
@@ -105,6 +128,9 @@ type connState struct {
 	sub *subscriber
 	// detached marks a connection taken out of redcon's loop (sub is set).
 	detached bool
+	// batchLeft is how many commands of the current read batch follow the
+	// one being handled; batchPos is its position in the batch.
+	batchLeft, batchPos int
 }
 
 // Bridge serves RESP on one listener.
@@ -141,6 +167,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 	if cfg.DefaultLockTTL == 0 {
 		cfg.DefaultLockTTL = DefaultConfig().DefaultLockTTL
 	}
+	cfg.withDefaultLimits()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{cfg: cfg, locker: locker, log: logger, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		fwd: newForwarder(), hub: newHub(), latch: newLatches(), start: time.Now()}
@@ -200,6 +227,10 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 func (b *Bridge) Serve(ln net.Listener) error {
 	b.ln = ln
 	accept := func(c redcon.Conn) bool {
+		if b.open.Load() >= int64(b.cfg.MaxClients) {
+			b.refuseClient(c)
+			return false
+		}
 		c.SetContext(b.newConnState())
 		b.open.Add(1)
 		return true
@@ -211,6 +242,7 @@ func (b *Bridge) Serve(ln net.Listener) error {
 	}
 	b.srv = redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), b.handle, accept, closed)
 	b.srv.AcceptError = func(err error) { b.log.Warn("accept failed", "err", err) }
+	b.srv.SetIdleClose(b.cfg.IdleTimeout)
 	defer close(b.done)
 	return b.srv.Serve(ln)
 }
@@ -243,16 +275,20 @@ func (b *Bridge) newConnState() *connState {
 func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 	b.active.Add(1)
 	defer b.active.Add(-1)
+	st, _ := c.Context().(*connState)
+	if st == nil {
+		st = b.newConnState()
+		c.SetContext(st)
+	}
+	if msg := b.overLimit(c, st, cmd.Args); msg != "" {
+		c.WriteError(msg)
+		return
+	}
 	name := strings.ToLower(string(cmd.Args[0]))
 	h, ok := b.cmds[name]
 	if !ok {
 		c.WriteError(unknownCommand(cmd.Args))
 		return
-	}
-	st, _ := c.Context().(*connState)
-	if st == nil {
-		st = b.newConnState()
-		c.SetContext(st)
 	}
 	if st.proto == 2 && st.sub != nil && st.sub.count() > 0 && !allowedWhileSubscribed[name] {
 		// RESP2 cannot tell a reply from a message: Redis allows only these

@@ -45,6 +45,12 @@ type Config struct {
 	// MaxKeyLen and MaxOwnerLen bound lock names and owner values in bytes.
 	// The defaults are 1024 each.
 	MaxKeyLen, MaxOwnerLen int
+	// MaxLocks bounds the locks held in total: an acquire of a free lock is
+	// refused with ErrLimit while the table holds that many. The leader
+	// checks before proposing, so concurrent acquires can overshoot it by
+	// the number in flight (it is a resource guard, not an invariant). The
+	// default is 1000000.
+	MaxLocks int
 
 	// SnapshotThreshold is how many log entries are written between
 	// snapshots; SnapshotInterval is how often Raft checks. The defaults are
@@ -72,6 +78,7 @@ func DefaultConfig() Config {
 		MaxWait:           time.Hour,
 		MaxKeyLen:         1024,
 		MaxOwnerLen:       1024,
+		MaxLocks:          1000000,
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  120 * time.Second,
 		SnapshotRetain:    2,
@@ -126,6 +133,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxOwnerLen <= 0 || c.MaxOwnerLen > 64<<10 {
 		bad("MaxOwnerLen", "must be in 1..65536, got %d", c.MaxOwnerLen)
+	}
+	if c.MaxLocks <= 0 {
+		bad("MaxLocks", "must be positive, got %d", c.MaxLocks)
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("SnapshotThreshold", "must be positive")

@@ -39,6 +39,9 @@ var (
 	// ErrRestoreNotNew means RestoreSnapshot was called on a node that is
 	// not a fresh one-node cluster: restore only into a new data directory.
 	ErrRestoreNotNew = errors.New("server: restore needs a new cluster")
+	// ErrLimit means a configured limit (Config.MaxLocks) refused the
+	// request; nothing was proposed.
+	ErrLimit = errors.New("server: limit reached")
 )
 
 // NotLeaderError is returned when a command reaches a node that is not the

@@ -78,6 +78,10 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 			n.mu.Unlock()
 			return Grant{}, false, nil
 		}
+		if _, held := n.table.Get(key); !held && n.table.Len() >= n.cfg.MaxLocks {
+			n.mu.Unlock()
+			return Grant{}, false, fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
+		}
 		n.mu.Unlock()
 
 		r, err := n.propose(ctx, c)

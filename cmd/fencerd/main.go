@@ -37,6 +37,9 @@ type options struct {
 	snapshotInterval                               time.Duration
 	defaultLockTTL                                 time.Duration
 	redlockMultiEndpoint                           bool
+	maxLocks, maxArgs, maxBulkLen                  int
+	maxClients, maxPipeline                        int
+	idleTimeout                                    time.Duration
 }
 
 func newCommand() *cobra.Command {
@@ -74,6 +77,13 @@ Try it with redis-cli:
 	f.DurationVar(&o.requestTimeout, "request-timeout", redisbridge.DefaultConfig().RequestTimeout, "bound on every request (a WAIT gets its wait on top)")
 	f.DurationVar(&o.defaultLockTTL, "default-lock-ttl", redisbridge.DefaultConfig().DefaultLockTTL, "lease of a lock taken by SETNX, or SET NX without PX/EX (Redis would keep it forever)")
 	f.BoolVar(&o.redlockMultiEndpoint, "redlock-multi-endpoint", false, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
+	bdef := redisbridge.DefaultConfig()
+	f.IntVar(&o.maxLocks, "max-locks", def.MaxLocks, "most locks held in total; an acquire of a free lock beyond it is refused")
+	f.IntVar(&o.maxArgs, "max-args", bdef.MaxArgs, "most arguments in one command")
+	f.IntVar(&o.maxBulkLen, "max-bulk-len", bdef.MaxBulkLen, "longest argument in bytes")
+	f.IntVar(&o.maxClients, "max-clients", bdef.MaxClients, "most open client connections")
+	f.IntVar(&o.maxPipeline, "max-pipeline", bdef.MaxPipeline, "most commands served from one connection's read batch")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", bdef.IdleTimeout, "close a connection idle this long (0: never)")
 	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries between snapshots")
 	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft checks whether to snapshot")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -110,6 +120,7 @@ func run(ctx context.Context, o options) error {
 	cfg.Join = len(o.join) > 0
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
 	cfg.SnapshotThreshold, cfg.SnapshotInterval = o.snapshotThreshold, o.snapshotInterval
+	cfg.MaxLocks = o.maxLocks
 	if cfg.RaftAddr == "" {
 		a, err := raftAddrFor(o.listen)
 		if err != nil {
@@ -120,11 +131,13 @@ func run(ctx context.Context, o options) error {
 	bcfg := redisbridge.DefaultConfig()
 	bcfg.RequestTimeout, bcfg.Logger = o.requestTimeout, logger
 	bcfg.DefaultLockTTL, bcfg.RedlockMultiEndpoint = o.defaultLockTTL, o.redlockMultiEndpoint
+	bcfg.MaxArgs, bcfg.MaxBulkLen, bcfg.MaxClients = o.maxArgs, o.maxBulkLen, o.maxClients
+	bcfg.MaxPipeline, bcfg.IdleTimeout = o.maxPipeline, o.idleTimeout
 	if o.defaultLockTTL < o.minTTL || o.defaultLockTTL > o.maxTTL {
 		return fmt.Errorf("--default-lock-ttl %v is outside --min-ttl %v .. --max-ttl %v", o.defaultLockTTL, o.minTTL, o.maxTTL)
 	}
 	if err := bcfg.Validate(); err != nil {
-		return err
+		return withFlagHints(err)
 	}
 	// Listen first: a port in use is reported before Raft touches the data,
 	// and the bound address (port 0 resolved) is what others are told.
@@ -219,6 +232,8 @@ func withFlagHints(err error) error {
 		{"ClientAddr", "--advertise"}, {"RaftAdvertise", "--raft-advertise"}, {"RaftAddr", "--raft-listen"},
 		{"MinTTL", "--min-ttl"}, {"MaxTTL", "--max-ttl"}, {"MaxWait", "--max-wait"}, {"DataDir", "--data-dir"},
 		{"SnapshotThreshold", "--snapshot-threshold"}, {"SnapshotInterval", "--snapshot-interval"},
+		{"MaxLocks", "--max-locks"}, {"MaxArgs", "--max-args"}, {"MaxBulkLen", "--max-bulk-len"},
+		{"MaxClients", "--max-clients"}, {"MaxPipeline", "--max-pipeline"}, {"IdleTimeout", "--idle-timeout"},
 	}
 	var used []string
 	for _, h := range hints {

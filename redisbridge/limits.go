@@ -1,0 +1,85 @@
+package redisbridge
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// Limits on what one client may send. Each is checked before a command is
+// dispatched and answered with an error that leaves the connection open and
+// the lock table untouched; only MaxClients refuses a connection outright.
+//
+// MaxBulkLen is checked after redcon has read the command: redcon's reader
+// has no length limit of its own and buffers a bulk string as announced.
+// MaxClients bounds how many such buffers can exist; IdleTimeout (when set)
+// closes a connection that stops sending half way through one.
+
+// maxClientsReached is Redis's wording for a connection over maxclients.
+const maxClientsReached = "ERR max number of clients reached"
+
+// validateLimits reports a negative limit; zero means the default.
+func (c *Config) validateLimits() error {
+	switch {
+	case c.MaxArgs < 0:
+		return fmt.Errorf("redisbridge: config MaxArgs: must not be negative, got %d", c.MaxArgs)
+	case c.MaxBulkLen < 0:
+		return fmt.Errorf("redisbridge: config MaxBulkLen: must not be negative, got %d", c.MaxBulkLen)
+	case c.MaxClients < 0:
+		return fmt.Errorf("redisbridge: config MaxClients: must not be negative, got %d", c.MaxClients)
+	case c.MaxPipeline < 0:
+		return fmt.Errorf("redisbridge: config MaxPipeline: must not be negative, got %d", c.MaxPipeline)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("redisbridge: config IdleTimeout: must not be negative, got %v", c.IdleTimeout)
+	}
+	return nil
+}
+
+// withDefaultLimits replaces zero limits by their defaults.
+func (c *Config) withDefaultLimits() {
+	def := DefaultConfig()
+	for _, p := range []struct {
+		v *int
+		d int
+	}{
+		{&c.MaxArgs, def.MaxArgs}, {&c.MaxBulkLen, def.MaxBulkLen},
+		{&c.MaxClients, def.MaxClients}, {&c.MaxPipeline, def.MaxPipeline},
+	} {
+		if *p.v == 0 {
+			*p.v = p.d
+		}
+	}
+}
+
+// refuseClient tells a connection over MaxClients why it is closed, as Redis
+// does, without waiting long for a client that does not read.
+func (b *Bridge) refuseClient(c redcon.Conn) {
+	nc := c.NetConn()
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = nc.Write([]byte("-" + maxClientsReached + "\r\n"))
+	b.log.Warn("connection refused: too many clients", "remote", c.RemoteAddr(), "max_clients", b.cfg.MaxClients)
+}
+
+// overLimit returns the error a command that breaks a limit is answered
+// with, or "" if it breaks none. It also counts the command's place in its
+// read batch, so it must be called once per command.
+func (b *Bridge) overLimit(c redcon.Conn, st *connState, args [][]byte) string {
+	if st.batchLeft == 0 {
+		st.batchPos = 0
+	}
+	st.batchPos++
+	st.batchLeft = len(c.PeekPipeline())
+	if st.batchPos > b.cfg.MaxPipeline {
+		return fmt.Sprintf("ERR too many pipelined commands: at most %d per read are served, resend the rest", b.cfg.MaxPipeline)
+	}
+	if len(args) > b.cfg.MaxArgs {
+		return fmt.Sprintf("ERR too many arguments: %d, at most %d per command", len(args), b.cfg.MaxArgs)
+	}
+	for _, a := range args {
+		if len(a) > b.cfg.MaxBulkLen {
+			return fmt.Sprintf("ERR argument too long: %d bytes, at most %d", len(a), b.cfg.MaxBulkLen)
+		}
+	}
+	return ""
+}
