@@ -51,6 +51,8 @@ bench:
 # fuzz: run each fuzz target for FUZZTIME.
 fuzz:
 	$(GO) test ./fsm -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./redisbridge -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./redisbridge -run '^$$' -fuzz '^FuzzBridge$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

@@ -225,6 +225,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
 func (b *Bridge) Serve(ln net.Listener) error {
+	ln = guardListener{Listener: ln, cfg: &b.cfg}
 	b.ln = ln
 	accept := func(c redcon.Conn) bool {
 		if b.open.Load() >= int64(b.cfg.MaxClients) {

@@ -73,6 +73,9 @@ func (b *Bridge) overLimit(c redcon.Conn, st *connState, args [][]byte) string {
 	if st.batchPos > b.cfg.MaxPipeline {
 		return fmt.Sprintf("ERR too many pipelined commands: at most %d per read are served, resend the rest", b.cfg.MaxPipeline)
 	}
+	if len(args) == 2 && string(args[0]) == overLimitCmd {
+		return string(args[1]) // the guard dropped the command
+	}
 	if len(args) > b.cfg.MaxArgs {
 		return fmt.Sprintf("ERR too many arguments: %d, at most %d per command", len(args), b.cfg.MaxArgs)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // startLimited runs a real node and bridge with edited configs.
-func startLimited(t *testing.T, nodeEdit func(*server.Config), edit func(*Config)) string {
+func startLimited(t testing.TB, nodeEdit func(*server.Config), edit func(*Config)) string {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
