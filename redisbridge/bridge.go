@@ -78,6 +78,18 @@ type Config struct {
 	// subscribed connection is exempt. Zero, the default, never closes one
 	// (Redis's default timeout 0: pooled clients keep idle connections).
 	IdleTimeout time.Duration
+
+	// Users turns authentication on (see auth.go): connections must AUTH
+	// as one of them. RequirePass adds the user "default" with that
+	// password and pattern "*", as Redis's requirepass. Both empty, the
+	// default, means no authentication.
+	Users       []User
+	RequirePass string
+	// ForwardUser is the user this node authenticates as when it forwards
+	// a command to the leader: a user of Users with a plain-text password
+	// and pattern "*", configured alike on every node. With only
+	// RequirePass it may be left empty and is "default".
+	ForwardUser string
 }
 
 // DefaultConfig returns the bridge's defaults.
@@ -94,7 +106,11 @@ func (c *Config) Validate() error {
 	if c.DefaultLockTTL < 0 {
 		return fmt.Errorf("redisbridge: config DefaultLockTTL: must not be negative, got %v", c.DefaultLockTTL)
 	}
-	return c.validateLimits()
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
+	_, _, err := c.userTable()
+	return err
 }
 
 // handler serves one command.
@@ -128,6 +144,9 @@ type connState struct {
 	sub *subscriber
 	// detached marks a connection taken out of redcon's loop (sub is set).
 	detached bool
+	// user is the authenticated user; nil before AUTH (or always, when
+	// authentication is off).
+	user *User
 	// batchLeft is how many commands of the current read batch follow the
 	// one being handled; batchPos is its position in the batch.
 	batchLeft, batchPos int
@@ -139,6 +158,7 @@ type Bridge struct {
 	locker Locker
 	log    *slog.Logger
 	cmds   map[string]handler
+	users  map[string]*User
 	fwd    *forwarder
 	srv    *redcon.Server
 	ln     net.Listener
@@ -168,9 +188,13 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		cfg.DefaultLockTTL = DefaultConfig().DefaultLockTTL
 	}
 	cfg.withDefaultLimits()
+	users, fwdAuth, err := cfg.userTable()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{cfg: cfg, locker: locker, log: logger, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		fwd: newForwarder(), hub: newHub(), latch: newLatches(), start: time.Now()}
+		users: users, fwd: newForwarder(fwdAuth), hub: newHub(), latch: newLatches(), start: time.Now()}
 	b.cmds = map[string]handler{
 		"ping":          (*Bridge).ping,
 		"quit":          (*Bridge).quit,
@@ -286,6 +310,10 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	name := strings.ToLower(string(cmd.Args[0]))
+	if msg := b.permission(st, name, cmd.Args); msg != "" {
+		c.WriteError(msg)
+		return
+	}
 	h, ok := b.cmds[name]
 	if !ok {
 		c.WriteError(unknownCommand(cmd.Args))

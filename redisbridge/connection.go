@@ -78,7 +78,11 @@ func (b *Bridge) hello(r *request) {
 		opt, more := strings.ToLower(string(r.args[i])), len(r.args)-i-1
 		switch {
 		case opt == "auth" && more >= 2:
-			if !authOK(r.args[i+1]) {
+			if b.authRequired() {
+				if !b.authenticate(r, r.args[i+1], r.args[i+2]) {
+					return
+				}
+			} else if !authOK(r.args[i+1]) {
 				r.c.WriteError(wrongPass)
 				return
 			}
@@ -134,6 +138,14 @@ func (b *Bridge) auth(r *request) {
 		wrongArity(r)
 	case len(r.args) > 3:
 		r.c.WriteError("ERR syntax error")
+	case b.authRequired():
+		user, pass := []byte(DefaultUser), r.args[1]
+		if len(r.args) == 3 {
+			user, pass = r.args[1], r.args[2]
+		}
+		if b.authenticate(r, user, pass) {
+			r.c.WriteString("OK")
+		}
 	case len(r.args) == 2:
 		r.c.WriteError(noPassword)
 	case !authOK(r.args[1]):
@@ -245,6 +257,7 @@ func (b *Bridge) reset(r *request) {
 		b.hub.leaveAll(r.conn.sub)
 	}
 	r.conn.proto, r.conn.name, r.conn.libName, r.conn.libVer = 2, "", "", ""
+	r.conn.user = nil // as Redis: RESET signs the connection out
 	r.c.WriteString("RESET")
 }
 

@@ -29,6 +29,8 @@ type forwarder struct {
 	mu     sync.Mutex
 	idle   map[poolKey][]*fconn
 	closed bool
+	// auth, if set, is the AUTH command a new connection sends first.
+	auth []byte
 }
 
 // poolKey names one pool of forwarding connections.
@@ -42,8 +44,8 @@ type fconn struct {
 	rd *bufio.Reader
 }
 
-func newForwarder() *forwarder {
-	return &forwarder{idle: make(map[poolKey][]*fconn)}
+func newForwarder(auth []byte) *forwarder {
+	return &forwarder{idle: make(map[poolKey][]*fconn), auth: auth}
 }
 
 // roundTrip sends raw to addr over a connection speaking RESP version proto
@@ -110,6 +112,12 @@ func (f *forwarder) get(ctx context.Context, pk poolKey) (*fconn, error) {
 	// forwards what it receives on it; then switch it to the client's
 	// protocol.
 	_ = fc.SetDeadline(time.Now().Add(forwardDialTimeout))
+	if f.auth != nil {
+		if err := fc.handshake(f.auth, "+OK\r\n"); err != nil {
+			_ = fc.Close()
+			return nil, err
+		}
+	}
 	if err := fc.handshake(encodeCommand([]byte("FENCE.FORWARDED")), "+OK\r\n"); err != nil {
 		_ = fc.Close()
 		return nil, err

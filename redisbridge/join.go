@@ -2,6 +2,7 @@ package redisbridge
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,17 @@ const joinRetry = time.Second
 // leader. Joining is idempotent, so retrying after an unknown outcome is
 // safe.
 func JoinCluster(ctx context.Context, addrs []string, id, raftAddr, clientAddr string, log *slog.Logger) error {
+	return JoinClusterAs(ctx, addrs, id, raftAddr, clientAddr, "", "", log)
+}
+
+// JoinClusterAs is JoinCluster on a cluster that requires authentication:
+// it authenticates as user (a user with pattern "*") first. An empty user
+// sends no AUTH.
+func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr, user, password string, log *slog.Logger) error {
 	cmd := encodeCommand([]byte("FENCE.JOIN"), []byte(id), []byte(raftAddr), []byte(clientAddr))
+	if user != "" {
+		cmd = append(encodeCommand([]byte("AUTH"), []byte(user), []byte(password)), cmd...)
+	}
 	for {
 		for _, addr := range addrs {
 			err := joinOnce(ctx, addr, cmd)
@@ -51,9 +62,16 @@ func joinOnce(ctx context.Context, addr string, cmd []byte) error {
 	if _, err := conn.Write(cmd); err != nil {
 		return err
 	}
-	reply, err := readReply(bufio.NewReader(conn))
+	rd := bufio.NewReader(conn)
+	reply, err := readReply(rd)
 	if err != nil {
 		return err
+	}
+	if bytes.HasPrefix(cmd, []byte("*3\r\n$4\r\nAUTH")) && string(reply) == "+OK\r\n" {
+		// That was AUTH's reply; the join's follows.
+		if reply, err = readReply(rd); err != nil {
+			return err
+		}
 	}
 	if s := string(reply); s != "+OK\r\n" {
 		return fmt.Errorf("%s", strings.TrimSpace(strings.TrimPrefix(s, "-")))

@@ -40,6 +40,8 @@ type options struct {
 	maxLocks, maxArgs, maxBulkLen                  int
 	maxClients, maxPipeline                        int
 	idleTimeout                                    time.Duration
+	requirePass, usersFile, forwardUser            string
+	protectedMode                                  bool
 }
 
 func newCommand() *cobra.Command {
@@ -84,6 +86,13 @@ Try it with redis-cli:
 	f.IntVar(&o.maxClients, "max-clients", bdef.MaxClients, "most open client connections")
 	f.IntVar(&o.maxPipeline, "max-pipeline", bdef.MaxPipeline, "most commands served from one connection's read batch")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", bdef.IdleTimeout, "close a connection idle this long (0: never)")
+	f.StringVar(&o.requirePass, "requirepass", "", `password of the user "default" (pattern *); turns authentication on`)
+	f.StringVar(&o.usersFile, "users", "", "users file (one 'user password pattern' a line; see docs/operations.md); turns authentication on")
+	f.StringVar(&o.forwardUser, "forward-user", "", `user of --users this node authenticates as to forward and join (pattern *, plain-text password; default "default" with --requirepass)`)
+	// The default stays false until integration/chaos, which serves on
+	// network-namespace addresses without a password, passes
+	// --protected-mode=false; then it becomes true, as in Redis.
+	f.BoolVar(&o.protectedMode, "protected-mode", false, "refuse to listen on a non-loopback address without authentication")
 	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries between snapshots")
 	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft checks whether to snapshot")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -133,6 +142,17 @@ func run(ctx context.Context, o options) error {
 	bcfg.DefaultLockTTL, bcfg.RedlockMultiEndpoint = o.defaultLockTTL, o.redlockMultiEndpoint
 	bcfg.MaxArgs, bcfg.MaxBulkLen, bcfg.MaxClients = o.maxArgs, o.maxBulkLen, o.maxClients
 	bcfg.MaxPipeline, bcfg.IdleTimeout = o.maxPipeline, o.idleTimeout
+	bcfg.RequirePass, bcfg.ForwardUser = o.requirePass, o.forwardUser
+	if o.usersFile != "" {
+		users, err := redisbridge.LoadUsers(o.usersFile)
+		if err != nil {
+			return err
+		}
+		bcfg.Users = users
+	}
+	if err := checkProtectedMode(o, bcfg); err != nil {
+		return err
+	}
 	if o.defaultLockTTL < o.minTTL || o.defaultLockTTL > o.maxTTL {
 		return fmt.Errorf("--default-lock-ttl %v is outside --min-ttl %v .. --max-ttl %v", o.defaultLockTTL, o.minTTL, o.maxTTL)
 	}
@@ -203,7 +223,8 @@ func run(ctx context.Context, o options) error {
 	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", cfg.DataDir)
 	if node.NeedsJoin() {
 		go func() {
-			if err := redisbridge.JoinCluster(ctx, o.join, node.ID(), node.RaftAddr(), cfg.ClientAddr, logger); err != nil {
+			user, pass := forwardCredentials(bcfg)
+			if err := redisbridge.JoinClusterAs(ctx, o.join, node.ID(), node.RaftAddr(), cfg.ClientAddr, user, pass, logger); err != nil {
 				logger.Warn("gave up joining", "err", err)
 			}
 		}()
@@ -234,6 +255,7 @@ func withFlagHints(err error) error {
 		{"SnapshotThreshold", "--snapshot-threshold"}, {"SnapshotInterval", "--snapshot-interval"},
 		{"MaxLocks", "--max-locks"}, {"MaxArgs", "--max-args"}, {"MaxBulkLen", "--max-bulk-len"},
 		{"MaxClients", "--max-clients"}, {"MaxPipeline", "--max-pipeline"}, {"IdleTimeout", "--idle-timeout"},
+		{"Users", "--users"}, {"RequirePass", "--requirepass"}, {"ForwardUser", "--forward-user"},
 	}
 	var used []string
 	for _, h := range hints {
@@ -245,4 +267,35 @@ func withFlagHints(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w\n(set with %s)", err, strings.Join(used, ", "))
+}
+
+// checkProtectedMode refuses, as Redis's protected mode does, to serve
+// without authentication on an address other hosts can reach.
+func checkProtectedMode(o options, bcfg redisbridge.Config) error {
+	if !o.protectedMode || bcfg.RequirePass != "" || len(bcfg.Users) > 0 {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", o.listen, err)
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--listen %s is not a loopback address and no password is set: refusing to serve without authentication (protected mode); set --requirepass or --users, or --protected-mode=false", o.listen)
+}
+
+// forwardCredentials returns the user and password the node joins as, or
+// empty strings without authentication.
+func forwardCredentials(bcfg redisbridge.Config) (user, password string) {
+	name := bcfg.ForwardUser
+	if name == "" && bcfg.RequirePass != "" {
+		return redisbridge.DefaultUser, bcfg.RequirePass
+	}
+	for _, u := range bcfg.Users {
+		if u.Name == name {
+			return u.Name, u.Password
+		}
+	}
+	return "", ""
 }

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/fencerlock/fencer/redisbridge"
+	"github.com/stretchr/testify/assert"
+)
+
+func TestProtectedMode(t *testing.T) {
+	withPass := redisbridge.Config{RequirePass: "p"}
+	for _, tc := range []struct {
+		listen    string
+		protected bool
+		cfg       redisbridge.Config
+		ok        bool
+	}{
+		{"127.0.0.1:7379", true, redisbridge.Config{}, true},
+		{"[::1]:7379", true, redisbridge.Config{}, true},
+		{"localhost:7379", true, redisbridge.Config{}, true},
+		{"0.0.0.0:7379", true, redisbridge.Config{}, false},
+		{":7379", true, redisbridge.Config{}, false},
+		{"10.0.0.5:7379", true, redisbridge.Config{}, false},
+		{"10.0.0.5:7379", false, redisbridge.Config{}, true},
+		{"10.0.0.5:7379", true, withPass, true},
+		{"10.0.0.5:7379", true, redisbridge.Config{Users: []redisbridge.User{redisbridge.NewUser("a", "b", "*")}}, true},
+	} {
+		err := checkProtectedMode(options{listen: tc.listen, protectedMode: tc.protected}, tc.cfg)
+		if tc.ok {
+			assert.NoError(t, err, "%+v", tc)
+		} else {
+			assert.ErrorContains(t, err, "protected mode", "%+v", tc)
+		}
+	}
+	u, p := forwardCredentials(withPass)
+	assert.Equal(t, [2]string{"default", "p"}, [2]string{u, p})
+	u, p = forwardCredentials(redisbridge.Config{ForwardUser: "n", Users: []redisbridge.User{redisbridge.NewUser("n", "np", "*")}})
+	assert.Equal(t, [2]string{"n", "np"}, [2]string{u, p})
+}

@@ -1,0 +1,267 @@
+package redisbridge
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tidwall/match"
+)
+
+// Authentication, opt-in: with Config.Users or Config.RequirePass set, a
+// connection must authenticate (AUTH, or HELLO ... AUTH) before anything but
+// AUTH, HELLO, PING and QUIT is served, and each user may touch only the
+// locks whose names match its pattern.
+//
+// Passwords are compared as SHA-256 digests in constant time; an unknown
+// user is compared against a dummy digest, so the time taken does not tell
+// whether a user exists. Each failed attempt is logged and answered only
+// after authFailDelay, which holds up that connection (a client that opens
+// many connections is bounded by MaxClients).
+//
+// Forwarding between nodes: a follower checks the client's permissions
+// itself, then forwards over a connection authenticated as
+// Config.ForwardUser (a user with pattern "*", the same on every node; with
+// only RequirePass set it is "default"). The leader therefore trusts what a
+// forwarding node sends, within that user's rights.
+
+// User is one user: a name, the SHA-256 digest of its password, and the
+// glob pattern (Redis's: * ? [abc]) of the lock names it may touch.
+type User struct {
+	Name    string
+	Digest  [sha256.Size]byte
+	Pattern string
+	// Password is kept only when the file gave it in plain text; the node
+	// needs it to authenticate its forwarding connections as this user.
+	Password string
+}
+
+const (
+	noAuth       = "NOAUTH Authentication required."
+	noAuthHello  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+	noPermKey    = "NOPERM No permissions to access a key"
+	authFailWait = 200 * time.Millisecond
+)
+
+// authFailDelay is how long a failed AUTH waits before it is answered.
+var authFailDelay = authFailWait
+
+// DefaultUser is the user AUTH with only a password, and RequirePass, name.
+const DefaultUser = "default"
+
+// NewUser returns a user with the given password in plain text.
+func NewUser(name, password, pattern string) User {
+	return User{Name: name, Digest: sha256.Sum256([]byte(password)), Pattern: pattern, Password: password}
+}
+
+// LoadUsers reads a users file: one user a line, three fields separated by
+// spaces: name, password, lock-name pattern. A password written
+// "sha256:<64 hex digits>" is the digest of the password (the node cannot
+// forward as such a user). Blank lines and lines starting with # are
+// skipped.
+func LoadUsers(path string) ([]User, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("redisbridge: users: %w", err)
+	}
+	defer f.Close()
+	var users []User
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Fields(text)
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("redisbridge: users: %s:%d: want 3 fields (user password pattern), got %d", path, line, len(fields))
+		}
+		name, pass, pattern := fields[0], fields[1], fields[2]
+		if seen[name] {
+			return nil, fmt.Errorf("redisbridge: users: %s:%d: user %q given twice", path, line, name)
+		}
+		seen[name] = true
+		u := NewUser(name, pass, pattern)
+		if h, ok := strings.CutPrefix(pass, "sha256:"); ok {
+			d, err := hex.DecodeString(h)
+			if err != nil || len(d) != sha256.Size {
+				return nil, fmt.Errorf("redisbridge: users: %s:%d: bad sha256 digest", path, line)
+			}
+			copy(u.Digest[:], d)
+			u.Password = ""
+		}
+		users = append(users, u)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("redisbridge: users: %w", err)
+	}
+	return users, nil
+}
+
+// authRequired reports whether connections must authenticate.
+func (b *Bridge) authRequired() bool { return len(b.users) > 0 }
+
+// lookup returns the user name with password, or nil, in time that does
+// not depend on whether the user exists.
+func (b *Bridge) lookup(name, password []byte) *User {
+	d := sha256.Sum256(password)
+	u, ok := b.users[string(name)]
+	if !ok {
+		var dummy [sha256.Size]byte
+		subtle.ConstantTimeCompare(d[:], dummy[:])
+		return nil
+	}
+	if subtle.ConstantTimeCompare(d[:], u.Digest[:]) != 1 {
+		return nil
+	}
+	return u
+}
+
+// authenticate checks name and password for r's connection; on failure it
+// logs, waits authFailDelay and answers WRONGPASS.
+func (b *Bridge) authenticate(r *request, name, password []byte) bool {
+	if u := b.lookup(name, password); u != nil {
+		r.conn.user = u
+		return true
+	}
+	b.log.Warn("authentication failed", "remote", r.c.RemoteAddr(), "user", truncate(name, 64))
+	t := time.NewTimer(authFailDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-b.ctx.Done():
+	}
+	r.c.WriteError(wrongPass)
+	return false
+}
+
+// allowedBeforeAuth are the commands served to a connection that has not
+// authenticated.
+var allowedBeforeAuth = map[string]bool{"auth": true, "hello": true, "ping": true, "quit": true}
+
+// adminCommands need a user whose pattern is "*".
+var adminCommands = map[string]bool{
+	"fence.join": true, "fence.remove": true, "fence.transfer": true,
+	"fence.snapshot": true, "fence.statehash": true, "fence.forwarded": true,
+}
+
+// permission returns the error a command on st is refused with, or "".
+func (b *Bridge) permission(st *connState, name string, args [][]byte) string {
+	if !b.authRequired() {
+		return ""
+	}
+	u := st.user
+	if u == nil {
+		if name == "hello" && !helloHasAuth(args) {
+			return noAuthHello
+		}
+		if !allowedBeforeAuth[name] {
+			return noAuth
+		}
+		return ""
+	}
+	if u.Pattern == "*" {
+		return ""
+	}
+	if adminCommands[name] {
+		return fmt.Sprintf("NOPERM User %s has no permissions to run the '%s' command", u.Name, name)
+	}
+	for _, k := range lockKeys(name, args) {
+		if !match.Match(string(k), u.Pattern) {
+			return noPermKey
+		}
+	}
+	return ""
+}
+
+func helloHasAuth(args [][]byte) bool {
+	for _, a := range args {
+		if strings.EqualFold(string(a), "auth") {
+			return true
+		}
+	}
+	return false
+}
+
+// lockKeys returns the lock names a command touches. In a script, the keys
+// Redisson uses for its channel and unlock latches (redisson_*) are not
+// locks and are not checked.
+func lockKeys(name string, args [][]byte) [][]byte {
+	switch name {
+	case "del", "unlink", "exists":
+		return args[1:]
+	case "eval", "evalsha":
+		if len(args) < 3 {
+			return nil
+		}
+		var n int
+		if _, err := fmt.Sscan(string(args[2]), &n); err != nil || n < 0 {
+			return nil // the handler answers the error
+		}
+		keys := args[3:min(3+n, len(args))]
+		out := keys[:0:0]
+		for _, k := range keys {
+			if !strings.HasPrefix(string(k), "redisson_") {
+				out = append(out, k)
+			}
+		}
+		return out
+	case "set", "setnx", "get", "pexpire", "expire", "pttl", "ttl", "hexists", "hget",
+		"fence.acquire", "fence.extend", "fence.release", "fence.revoke",
+		"fence.status", "fence.token", "fence.check":
+		if len(args) > 1 {
+			return args[1:2]
+		}
+	}
+	return nil
+}
+
+// userTable builds the users by name and the AUTH command the forwarder
+// sends (nil without authentication), or reports a bad configuration.
+func (c *Config) userTable() (map[string]*User, []byte, error) {
+	if len(c.Users) == 0 && c.RequirePass == "" {
+		if c.ForwardUser != "" {
+			return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: set without Users or RequirePass")
+		}
+		return nil, nil, nil
+	}
+	users := make(map[string]*User, len(c.Users)+1)
+	for i := range c.Users {
+		u := c.Users[i]
+		if u.Name == "" || u.Pattern == "" {
+			return nil, nil, fmt.Errorf("redisbridge: config Users: user %q needs a name and a pattern", u.Name)
+		}
+		if _, dup := users[u.Name]; dup {
+			return nil, nil, fmt.Errorf("redisbridge: config Users: user %q given twice", u.Name)
+		}
+		users[u.Name] = &u
+	}
+	fwd := c.ForwardUser
+	if c.RequirePass != "" {
+		if _, dup := users[DefaultUser]; dup {
+			return nil, nil, fmt.Errorf("redisbridge: config RequirePass: Users has a %q user too", DefaultUser)
+		}
+		u := NewUser(DefaultUser, c.RequirePass, "*")
+		users[DefaultUser] = &u
+		if fwd == "" {
+			fwd = DefaultUser
+		}
+	}
+	if fwd == "" {
+		return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: needed with Users, so that followers can forward to the leader")
+	}
+	u, ok := users[fwd]
+	switch {
+	case !ok:
+		return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: no user %q", fwd)
+	case u.Pattern != "*" || u.Password == "":
+		return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: user %q needs pattern * and a plain-text password", fwd)
+	}
+	return users, encodeCommand([]byte("AUTH"), []byte(u.Name), []byte(u.Password)), nil
+}
