@@ -74,13 +74,13 @@ func TestForwardingConnectionAuthenticates(t *testing.T) {
 	addr := startAuth(t)
 	cmd := encodeCommand([]byte("GET"), []byte("other"))
 
-	f := newForwarder(encodeCommand([]byte("AUTH"), []byte("default"), []byte("sekret")))
+	f := newForwarder(encodeCommand([]byte("AUTH"), []byte("default"), []byte("sekret")), nil)
 	defer f.close()
 	reply, _, err := f.roundTrip(t.Context(), addr, 2, cmd)
 	require.NoError(t, err)
 	assert.Equal(t, "$-1\r\n", string(reply))
 
-	none := newForwarder(nil)
+	none := newForwarder(nil, nil)
 	defer none.close()
 	_, sent, err := none.roundTrip(t.Context(), addr, 2, cmd)
 	require.Error(t, err)
@@ -122,10 +122,10 @@ bob sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 bob:
 func TestJoinAuthenticates(t *testing.T) {
 	addr := startAuth(t)
 	join := encodeCommand([]byte("FENCE.JOIN"))
-	err := joinOnce(t.Context(), addr, join)
+	err := joinOnce(t.Context(), addr, join, nil)
 	assert.ErrorContains(t, err, "NOAUTH")
 	wrong := append(encodeCommand([]byte("AUTH"), []byte("default"), []byte("wrong")), join...)
-	assert.ErrorContains(t, joinOnce(t.Context(), addr, wrong), "WRONGPASS")
+	assert.ErrorContains(t, joinOnce(t.Context(), addr, wrong, nil), "WRONGPASS")
 	right := append(encodeCommand([]byte("AUTH"), []byte("default"), []byte("sekret")), join...)
-	assert.ErrorContains(t, joinOnce(t.Context(), addr, right), "wrong number of arguments", "authenticated: the join itself is answered")
+	assert.ErrorContains(t, joinOnce(t.Context(), addr, right, nil), "wrong number of arguments", "authenticated: the join itself is answered")
 }

@@ -2,6 +2,7 @@ package redisbridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +91,13 @@ type Config struct {
 	// and pattern "*", configured alike on every node. With only
 	// RequirePass it may be left empty and is "default".
 	ForwardUser string
+
+	// TLS, if set, serves RESP over TLS (as Redis 6+ does); set ClientAuth
+	// and ClientCAs in it to require client certificates. ForwardTLS, if
+	// set, is used to dial the leader when forwarding (with this node's
+	// certificate, where the leader requires one). Both nil, the default,
+	// means plain TCP.
+	TLS, ForwardTLS *tls.Config
 }
 
 // DefaultConfig returns the bridge's defaults.
@@ -194,7 +202,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{cfg: cfg, locker: locker, log: logger, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		users: users, fwd: newForwarder(fwdAuth), hub: newHub(), latch: newLatches(), start: time.Now()}
+		users: users, fwd: newForwarder(fwdAuth, cfg.ForwardTLS), hub: newHub(), latch: newLatches(), start: time.Now()}
 	b.cmds = map[string]handler{
 		"ping":          (*Bridge).ping,
 		"quit":          (*Bridge).quit,
@@ -249,6 +257,9 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
 func (b *Bridge) Serve(ln net.Listener) error {
+	if b.cfg.TLS != nil {
+		ln = tls.NewListener(ln, b.cfg.TLS)
+	}
 	ln = guardListener{Listener: ln, cfg: &b.cfg}
 	b.ln = ln
 	accept := func(c redcon.Conn) bool {

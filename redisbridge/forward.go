@@ -3,6 +3,7 @@ package redisbridge
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -31,6 +32,8 @@ type forwarder struct {
 	closed bool
 	// auth, if set, is the AUTH command a new connection sends first.
 	auth []byte
+	// tls, if set, makes new connections TLS.
+	tls *tls.Config
 }
 
 // poolKey names one pool of forwarding connections.
@@ -44,8 +47,8 @@ type fconn struct {
 	rd *bufio.Reader
 }
 
-func newForwarder(auth []byte) *forwarder {
-	return &forwarder{idle: make(map[poolKey][]*fconn), auth: auth}
+func newForwarder(auth []byte, tlsCfg *tls.Config) *forwarder {
+	return &forwarder{idle: make(map[poolKey][]*fconn), auth: auth, tls: tlsCfg}
 }
 
 // roundTrip sends raw to addr over a connection speaking RESP version proto
@@ -102,8 +105,7 @@ func (f *forwarder) get(ctx context.Context, pk poolKey) (*fconn, error) {
 	}
 	f.mu.Unlock()
 
-	d := net.Dialer{Timeout: forwardDialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", pk.addr)
+	conn, err := dialNode(ctx, pk.addr, f.tls)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +132,17 @@ func (f *forwarder) get(ctx context.Context, pk poolKey) (*fconn, error) {
 	}
 	_ = fc.SetDeadline(time.Time{})
 	return fc, nil
+}
+
+// dialNode connects to another node's client port, over TLS if tlsCfg is
+// set.
+func dialNode(ctx context.Context, addr string, tlsCfg *tls.Config) (net.Conn, error) {
+	d := net.Dialer{Timeout: forwardDialTimeout}
+	if tlsCfg != nil {
+		td := tls.Dialer{NetDialer: &d, Config: tlsCfg}
+		return td.DialContext(ctx, "tcp", addr)
+	}
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // handshake sends cmd and checks that the reply starts with want.

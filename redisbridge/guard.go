@@ -1,6 +1,7 @@
 package redisbridge
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -270,7 +271,11 @@ func (c *guardConn) Read(p []byte) (int, error) {
 // SyscallConn exposes the socket, so that a hang-up can be watched for
 // (hangup.go) through the guard.
 func (c *guardConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
+	nc := c.Conn
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn() // a FIN is seen on the socket below TLS
+	}
+	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil, errors.New("redisbridge: connection has no socket")
 	}

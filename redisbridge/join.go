@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 )
@@ -20,20 +20,20 @@ const joinRetry = time.Second
 // leader. Joining is idempotent, so retrying after an unknown outcome is
 // safe.
 func JoinCluster(ctx context.Context, addrs []string, id, raftAddr, clientAddr string, log *slog.Logger) error {
-	return JoinClusterAs(ctx, addrs, id, raftAddr, clientAddr, "", "", log)
+	return JoinClusterAs(ctx, addrs, id, raftAddr, clientAddr, "", "", nil, log)
 }
 
 // JoinClusterAs is JoinCluster on a cluster that requires authentication:
 // it authenticates as user (a user with pattern "*") first. An empty user
-// sends no AUTH.
-func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr, user, password string, log *slog.Logger) error {
+// sends no AUTH. A non-nil tlsCfg connects over TLS.
+func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
 	cmd := encodeCommand([]byte("FENCE.JOIN"), []byte(id), []byte(raftAddr), []byte(clientAddr))
 	if user != "" {
 		cmd = append(encodeCommand([]byte("AUTH"), []byte(user), []byte(password)), cmd...)
 	}
 	for {
 		for _, addr := range addrs {
-			err := joinOnce(ctx, addr, cmd)
+			err := joinOnce(ctx, addr, cmd, tlsCfg)
 			if err == nil {
 				log.Info("joined the cluster", "via", addr)
 				return nil
@@ -48,11 +48,10 @@ func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr
 	}
 }
 
-func joinOnce(ctx context.Context, addr string, cmd []byte) error {
+func joinOnce(ctx context.Context, addr string, cmd []byte, tlsCfg *tls.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := dialNode(ctx, addr, tlsCfg)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,8 @@ type options struct {
 	idleTimeout                                    time.Duration
 	requirePass, usersFile, forwardUser            string
 	protectedMode                                  bool
+	tlsCert, tlsKey, tlsCA                         string
+	tlsAuthClients                                 bool
 }
 
 func newCommand() *cobra.Command {
@@ -93,6 +95,10 @@ Try it with redis-cli:
 	// network-namespace addresses without a password, passes
 	// --protected-mode=false; then it becomes true, as in Redis.
 	f.BoolVar(&o.protectedMode, "protected-mode", false, "refuse to listen on a non-loopback address without authentication")
+	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serve RESP over TLS with this certificate (PEM); the node also presents it when it forwards or joins")
+	f.StringVar(&o.tlsKey, "tls-key-file", "", "private key of --tls-cert-file (PEM)")
+	f.StringVar(&o.tlsCA, "tls-ca-cert-file", "", "CA certificates (PEM) that client and node certificates are verified against (default: the system's, for dialing other nodes)")
+	f.BoolVar(&o.tlsAuthClients, "tls-auth-clients", true, "with --tls-ca-cert-file, require a client certificate signed by it")
 	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries between snapshots")
 	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft checks whether to snapshot")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -153,6 +159,11 @@ func run(ctx context.Context, o options) error {
 	if err := checkProtectedMode(o, bcfg); err != nil {
 		return err
 	}
+	srvTLS, dialTLS, err := tlsConfigs(o)
+	if err != nil {
+		return err
+	}
+	bcfg.TLS, bcfg.ForwardTLS = srvTLS, dialTLS
 	if o.defaultLockTTL < o.minTTL || o.defaultLockTTL > o.maxTTL {
 		return fmt.Errorf("--default-lock-ttl %v is outside --min-ttl %v .. --max-ttl %v", o.defaultLockTTL, o.minTTL, o.maxTTL)
 	}
@@ -224,7 +235,7 @@ func run(ctx context.Context, o options) error {
 	if node.NeedsJoin() {
 		go func() {
 			user, pass := forwardCredentials(bcfg)
-			if err := redisbridge.JoinClusterAs(ctx, o.join, node.ID(), node.RaftAddr(), cfg.ClientAddr, user, pass, logger); err != nil {
+			if err := redisbridge.JoinClusterAs(ctx, o.join, node.ID(), node.RaftAddr(), cfg.ClientAddr, user, pass, bcfg.ForwardTLS, logger); err != nil {
 				logger.Warn("gave up joining", "err", err)
 			}
 		}()

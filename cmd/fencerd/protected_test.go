@@ -37,3 +37,14 @@ func TestProtectedMode(t *testing.T) {
 	u, p = forwardCredentials(redisbridge.Config{ForwardUser: "n", Users: []redisbridge.User{redisbridge.NewUser("n", "np", "*")}})
 	assert.Equal(t, [2]string{"n", "np"}, [2]string{u, p})
 }
+
+func TestTLSFlags(t *testing.T) {
+	srv, dial, err := tlsConfigs(options{})
+	assert.NoError(t, err)
+	assert.Nil(t, srv, "no TLS without --tls-cert-file")
+	assert.Nil(t, dial)
+	_, _, err = tlsConfigs(options{tlsCA: "ca.pem"})
+	assert.ErrorContains(t, err, "--tls-ca-cert-file needs --tls-cert-file")
+	_, _, err = tlsConfigs(options{tlsCert: "/nonexistent.pem", tlsKey: "/nonexistent-key.pem"})
+	assert.ErrorContains(t, err, "--tls-cert-file")
+}
