@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,11 @@ type Config struct {
 	// Transport, if set, replaces the TCP transport on RaftAddr; tests use
 	// raft's in-memory transport. The node closes it if it is io.Closer.
 	Transport raft.Transport
+	// RaftTLS, if set, runs the Raft transport over mutual TLS (see
+	// tlsstream.go): it needs Certificates, ClientCAs with ClientAuth
+	// tls.RequireAndVerifyClientCert, and RootCAs. Nil, the default, is
+	// plain TCP.
+	RaftTLS *tls.Config
 
 	// MinTTL and MaxTTL bound the lease TTLs a client may ask for. The
 	// defaults are 100ms and 24h.

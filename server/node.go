@@ -178,11 +178,19 @@ func (n *Node) startRaft() error {
 			}
 			advAddr = a
 		}
-		trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, rc.Logger.Named("transport"))
-		if err != nil {
-			return fmt.Errorf("server: raft transport: %w", err)
+		if cfg.RaftTLS != nil {
+			stream, err := newTLSStream(cfg.RaftAddr, advAddr, cfg.RaftTLS)
+			if err != nil {
+				return fmt.Errorf("server: raft transport: %w", err)
+			}
+			n.trans = raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, rc.Logger.Named("transport"))
+		} else {
+			trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, rc.Logger.Named("transport"))
+			if err != nil {
+				return fmt.Errorf("server: raft transport: %w", err)
+			}
+			n.trans = trans
 		}
-		n.trans = trans
 	}
 	trans := n.trans
 

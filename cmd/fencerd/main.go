@@ -43,7 +43,7 @@ type options struct {
 	requirePass, usersFile, forwardUser            string
 	protectedMode                                  bool
 	tlsCert, tlsKey, tlsCA                         string
-	tlsAuthClients                                 bool
+	tlsAuthClients, raftTLS                        bool
 }
 
 func newCommand() *cobra.Command {
@@ -99,6 +99,7 @@ Try it with redis-cli:
 	f.StringVar(&o.tlsKey, "tls-key-file", "", "private key of --tls-cert-file (PEM)")
 	f.StringVar(&o.tlsCA, "tls-ca-cert-file", "", "CA certificates (PEM) that client and node certificates are verified against (default: the system's, for dialing other nodes)")
 	f.BoolVar(&o.tlsAuthClients, "tls-auth-clients", true, "with --tls-ca-cert-file, require a client certificate signed by it")
+	f.BoolVar(&o.raftTLS, "raft-tls", false, "run Raft over mutual TLS with --tls-cert-file, verified against --tls-ca-cert-file (needs both)")
 	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries between snapshots")
 	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft checks whether to snapshot")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -164,6 +165,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	bcfg.TLS, bcfg.ForwardTLS = srvTLS, dialTLS
+	if cfg.RaftTLS, err = raftTLSConfig(o, srvTLS, dialTLS); err != nil {
+		return err
+	}
 	if o.defaultLockTTL < o.minTTL || o.defaultLockTTL > o.maxTTL {
 		return fmt.Errorf("--default-lock-ttl %v is outside --min-ttl %v .. --max-ttl %v", o.defaultLockTTL, o.minTTL, o.maxTTL)
 	}

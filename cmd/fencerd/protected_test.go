@@ -48,3 +48,11 @@ func TestTLSFlags(t *testing.T) {
 	_, _, err = tlsConfigs(options{tlsCert: "/nonexistent.pem", tlsKey: "/nonexistent-key.pem"})
 	assert.ErrorContains(t, err, "--tls-cert-file")
 }
+
+func TestRaftTLSFlagNeedsCertificates(t *testing.T) {
+	c, err := raftTLSConfig(options{}, nil, nil)
+	assert.NoError(t, err)
+	assert.Nil(t, c)
+	_, err = raftTLSConfig(options{raftTLS: true}, nil, nil)
+	assert.ErrorContains(t, err, "--raft-tls needs")
+}

@@ -39,3 +39,18 @@ func tlsConfigs(o options) (server, dial *tls.Config, err error) {
 	}
 	return server, dial, nil
 }
+
+// raftTLSConfig is the Raft transport's mutual TLS config with --raft-tls:
+// the node's certificate, and the CA both for peers that dial in and for
+// the peers it dials.
+func raftTLSConfig(o options, server, dial *tls.Config) (*tls.Config, error) {
+	if !o.raftTLS {
+		return nil, nil
+	}
+	if server == nil || o.tlsCA == "" {
+		return nil, errors.New("--raft-tls needs --tls-cert-file, --tls-key-file and --tls-ca-cert-file")
+	}
+	c := server.Clone()
+	c.RootCAs, c.ClientAuth = dial.RootCAs, tls.RequireAndVerifyClientCert
+	return c, nil
+}
