@@ -91,10 +91,7 @@ Try it with redis-cli:
 	f.StringVar(&o.requirePass, "requirepass", "", `password of the user "default" (pattern *); turns authentication on`)
 	f.StringVar(&o.usersFile, "users", "", "users file (one 'user password pattern' a line; see docs/operations.md); turns authentication on")
 	f.StringVar(&o.forwardUser, "forward-user", "", `user of --users this node authenticates as to forward and join (pattern *, plain-text password; default "default" with --requirepass)`)
-	// The default stays false until integration/chaos, which serves on
-	// network-namespace addresses without a password, passes
-	// --protected-mode=false; then it becomes true, as in Redis.
-	f.BoolVar(&o.protectedMode, "protected-mode", false, "refuse to listen on a non-loopback address without authentication")
+	f.BoolVar(&o.protectedMode, "protected-mode", true, "refuse to listen on a non-loopback address without authentication")
 	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serve RESP over TLS with this certificate (PEM); the node also presents it when it forwards or joins")
 	f.StringVar(&o.tlsKey, "tls-key-file", "", "private key of --tls-cert-file (PEM)")
 	f.StringVar(&o.tlsCA, "tls-ca-cert-file", "", "CA certificates (PEM) that client and node certificates are verified against (default: the system's, for dialing other nodes)")

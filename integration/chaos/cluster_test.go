@@ -92,6 +92,9 @@ func startCluster(cfg clusterConfig) (_ *cluster, err error) {
 			"--id", n.id,
 			"--data-dir", n.dataDir,
 			"--listen", n.addr(),
+			// Namespace addresses are not loopback; the campaign runs
+			// without a password.
+			"--protected-mode=false",
 			"--raft-listen", net.JoinHostPort(n.ip, raftPort),
 			"--request-timeout", serverRequestTimeout.String(),
 			"--snapshot-threshold", snapshotThreshold,
