@@ -236,20 +236,12 @@ func (b *Bridge) status(r *request) {
 		wrongArity(r)
 		return
 	}
-	ctx, cancel := b.requestCtx(0)
-	defer cancel()
-	s, held, err := b.locker.Status(ctx, string(r.args[1]))
-	switch {
-	case err != nil:
-		b.fail(ctx, r, err)
-	case !held:
-		r.null()
-	default:
+	b.withStatus(r, r.null, func(s server.Status) {
 		r.c.WriteArray(3)
 		r.c.WriteBulkString(s.Owner)
 		r.c.WriteUint64(s.Token)
 		r.c.WriteInt64(max(s.Remaining.Milliseconds(), 1))
-	}
+	})
 }
 
 // token: FENCE.TOKEN key [value] → the current grant's token, or null if
@@ -261,16 +253,28 @@ func (b *Bridge) token(r *request) {
 		wrongArity(r)
 		return
 	}
+	b.withStatus(r, r.null, func(s server.Status) {
+		if len(r.args) == 3 && s.Owner != string(r.args[2]) {
+			r.null()
+			return
+		}
+		r.c.WriteUint64(s.Token)
+	})
+}
+
+// withStatus reads the status of the key in r.args[1] and answers through
+// free or held; an error is answered (or forwarded) by fail.
+func (b *Bridge) withStatus(r *request, free func(), held func(server.Status)) {
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	s, held, err := b.locker.Status(ctx, string(r.args[1]))
+	s, ok, err := b.locker.Status(ctx, string(r.args[1]))
 	switch {
 	case err != nil:
 		b.fail(ctx, r, err)
-	case !held, len(r.args) == 3 && s.Owner != string(r.args[2]):
-		r.null()
+	case !ok:
+		free()
 	default:
-		r.c.WriteUint64(s.Token)
+		held(s)
 	}
 }
 

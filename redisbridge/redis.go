@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencerlock/fencer/server"
 )
 
 // The Redis commands Redlock clients send, mapped to locks: a key is a lock,
@@ -136,17 +138,7 @@ func (b *Bridge) get(r *request) {
 		wrongArity(r)
 		return
 	}
-	ctx, cancel := b.requestCtx(0)
-	defer cancel()
-	s, held, err := b.locker.Status(ctx, string(r.args[1]))
-	switch {
-	case err != nil:
-		b.fail(ctx, r, err)
-	case !held:
-		r.null()
-	default:
-		r.c.WriteBulkString(s.Owner)
-	}
+	b.withStatus(r, r.null, func(s server.Status) { r.c.WriteBulkString(s.Owner) })
 }
 
 // del: DEL key [key ...] → how many held locks were freed. Owner-less: it
@@ -288,17 +280,9 @@ func (b *Bridge) ttlIn(r *request, unit time.Duration) {
 		wrongArity(r)
 		return
 	}
-	ctx, cancel := b.requestCtx(0)
-	defer cancel()
-	s, held, err := b.locker.Status(ctx, string(r.args[1]))
-	switch {
-	case err != nil:
-		b.fail(ctx, r, err)
-	case !held:
-		r.c.WriteInt(-2)
-	default:
+	b.withStatus(r, func() { r.c.WriteInt(-2) }, func(s server.Status) {
 		r.c.WriteInt64(max(int64((s.Remaining+unit/2)/unit), 1))
-	}
+	})
 }
 
 // hexists: HEXISTS key field → 1 if field holds the lock key. Redisson asks
