@@ -56,11 +56,16 @@ func (o Op) String() string {
 // EncodingVersion is the version byte that starts every encoded entry.
 const EncodingVersion byte = 1
 
-// Limits of the encoding. They are far above what the server accepts, so
-// they only reject corrupt input.
+// Limits of the encoding. The decoder rejects longer strings as corrupt;
+// the server refuses lock names and owners longer than MaxStringLen (its
+// configured limits, 1 KiB by default, may not exceed it), so an entry, with
+// at most three such strings, stays under MaxEntrySize: far below what the
+// Raft log, its transport and a snapshot can carry.
 const (
 	// MaxStringLen is the longest key or owner the decoder accepts.
 	MaxStringLen = 64 << 10
+	// MaxEntrySize bounds an encoded entry.
+	MaxEntrySize = 256 << 10
 )
 
 // LeaseRef names one lease of a key: the grant's token and the position of

@@ -75,3 +75,18 @@ func FuzzDecode(f *testing.F) {
 		assert.Equal(t, b, c.Encode(nil))
 	})
 }
+
+// The largest entry the server can propose (every string at MaxStringLen,
+// every field set) decodes and stays under MaxEntrySize.
+func TestLargestEntryIsBounded(t *testing.T) {
+	long := string(make([]byte, MaxStringLen))
+	c := Command{Op: OpRelease, Key: long, Owner: long, TTL: 1<<64 - 1,
+		Lease: &LeaseRef{Token: 1<<64 - 1, Version: 1<<64 - 1}, Waiter: &Waiter{Owner: long, TTL: 1<<64 - 1}, Redis: true}
+	b := c.Encode(nil)
+	assert.LessOrEqual(t, len(b), MaxEntrySize)
+	got, err := Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, c, got)
+	_, err = Decode(Command{Op: OpAcquire, Key: long + "x", Owner: "o", TTL: 1}.Encode(nil))
+	assert.Error(t, err, "a longer string is rejected")
+}

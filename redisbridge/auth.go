@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +40,9 @@ type User struct {
 	// Password is kept only when the file gave it in plain text; the node
 	// needs it to authenticate its forwarding connections as this user.
 	Password string
+	// MaxLocks, if positive, bounds the locks held under Pattern (fencerd
+	// turns it into a server.Quota, enforced by the leader); 0 is no limit.
+	MaxLocks int
 }
 
 const (
@@ -60,7 +64,8 @@ func NewUser(name, password, pattern string) User {
 }
 
 // LoadUsers reads a users file: one user a line, three fields separated by
-// spaces: name, password, lock-name pattern. A password written
+// spaces: name, password, lock-name pattern, and optionally a fourth,
+// maxlocks=N, the most locks held under the pattern. A password written
 // "sha256:<64 hex digits>" is the digest of the password (the node cannot
 // forward as such a user). Blank lines and lines starting with # are
 // skipped.
@@ -79,15 +84,25 @@ func LoadUsers(path string) ([]User, error) {
 			continue
 		}
 		fields := strings.Fields(text)
-		if len(fields) != 3 {
-			return nil, fmt.Errorf("redisbridge: users: %s:%d: want 3 fields (user password pattern), got %d", path, line, len(fields))
+		if len(fields) != 3 && len(fields) != 4 {
+			return nil, fmt.Errorf("redisbridge: users: %s:%d: want 3 or 4 fields (user password pattern [maxlocks=N]), got %d", path, line, len(fields))
 		}
 		name, pass, pattern := fields[0], fields[1], fields[2]
+		maxLocks := 0
+		if len(fields) == 4 {
+			v, ok := strings.CutPrefix(fields[3], "maxlocks=")
+			n, err := strconv.Atoi(v)
+			if !ok || err != nil || n <= 0 {
+				return nil, fmt.Errorf("redisbridge: users: %s:%d: fourth field %q: want maxlocks=N with N positive", path, line, fields[3])
+			}
+			maxLocks = n
+		}
 		if seen[name] {
 			return nil, fmt.Errorf("redisbridge: users: %s:%d: user %q given twice", path, line, name)
 		}
 		seen[name] = true
 		u := NewUser(name, pass, pattern)
+		u.MaxLocks = maxLocks
 		if h, ok := strings.CutPrefix(pass, "sha256:"); ok {
 			d, err := hex.DecodeString(h)
 			if err != nil || len(d) != sha256.Size {

@@ -93,7 +93,7 @@ func TestLoadUsers(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(`# user password pattern
 alice apw app:*
 
-node nodepw *
+node nodepw *   maxlocks=1000
 bob sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 bob:*
 `), 0o600))
 	users, err := LoadUsers(path)
@@ -102,6 +102,8 @@ bob sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 bob:
 	assert.Equal(t, NewUser("alice", "apw", "app:*"), users[0])
 	assert.Equal(t, NewUser("bob", "test", "bob:*").Digest, users[2].Digest, "the digest of \"test\"")
 	assert.Empty(t, users[2].Password)
+	assert.Equal(t, 1000, users[1].MaxLocks)
+	assert.Zero(t, users[0].MaxLocks, "no limit unless given")
 
 	cfg := DefaultConfig()
 	cfg.Users = users
@@ -111,7 +113,8 @@ bob sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 bob:
 	cfg.ForwardUser = "node"
 	assert.NoError(t, cfg.Validate())
 
-	for _, bad := range []string{"alice apw\n", "a p *\na q *\n", "a sha256:zz *\n"} {
+	for _, bad := range []string{"alice apw\n", "a p *\na q *\n", "a sha256:zz *\n",
+		"a p * 10\n", "a p * maxlocks=0\n", "a p * maxlocks=x\n", "a p * maxlocks=1 more\n"} {
 		require.NoError(t, os.WriteFile(path, []byte(bad), 0o600))
 		_, err := LoadUsers(path)
 		assert.Error(t, err, "%q", bad)

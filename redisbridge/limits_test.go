@@ -140,3 +140,30 @@ func TestLockTableLimit(t *testing.T) {
 	assert.True(t, strings.HasPrefix(rc.do("FENCE.ACQUIRE", "c", "me", "10000"), "*2\r\n"), "a freed place is given")
 	assert.True(t, strings.HasPrefix(rc.do("FENCE.STATUS", "b"), "*3\r\n$2\r\nme\r\n"), "b is still held")
 }
+
+// A user's lock limit (maxlocks in the users file) is answered as a limit
+// error, through the native commands and Redlock's SET alike, and leaves
+// other users' locks alone.
+func TestUserLockLimit(t *testing.T) {
+	alice := NewUser("alice", "apw", "app:*")
+	alice.MaxLocks = 1
+	addr := startLimited(t, func(c *server.Config) {
+		c.Quotas = []server.Quota{{Name: "user alice", Pattern: alice.Pattern, Max: alice.MaxLocks}}
+	}, func(c *Config) {
+		c.Users = []User{alice, NewUser("node", "npw", "*")}
+		c.ForwardUser = "node"
+	})
+	rc := dialRaw(t, addr)
+	require.Equal(t, "+OK\r\n", rc.do("AUTH", "alice", "apw"))
+	require.True(t, strings.HasPrefix(rc.do("FENCE.ACQUIRE", "app:1", "me", "10000"), "*2\r\n"))
+	want := "-ERR limit reached: user alice may hold at most 1 locks (names matching \"app:*\")\r\n"
+	assert.Equal(t, want, rc.do("FENCE.ACQUIRE", "app:2", "me", "10000"))
+	assert.Equal(t, want, rc.do("SET", "app:2", "v", "NX", "PX", "10000"))
+	assert.Equal(t, "+PONG\r\n", rc.do("PING"), "the connection stays usable")
+
+	admin := dialRaw(t, addr)
+	require.Equal(t, "+OK\r\n", admin.do("AUTH", "node", "npw"))
+	assert.True(t, strings.HasPrefix(admin.do("FENCE.ACQUIRE", "other", "me", "10000"), "*2\r\n"), "names outside the pattern are not counted")
+	assert.Equal(t, ":1\r\n", rc.do("FENCE.RELEASE", "app:1", "me"))
+	assert.True(t, strings.HasPrefix(rc.do("FENCE.ACQUIRE", "app:2", "me", "10000"), "*2\r\n"), "a freed place is given")
+}

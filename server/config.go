@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/raft"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	// the number in flight (it is a resource guard, not an invariant). The
 	// default is 1000000.
 	MaxLocks int
+	// Quotas bound the locks held under lock-name patterns (see Quota);
+	// none by default.
+	Quotas []Quota
 
 	// SnapshotThreshold is how many log entries are written between
 	// snapshots; SnapshotInterval is how often Raft checks. The defaults are
@@ -134,14 +138,19 @@ func (c *Config) Validate() error {
 	if c.MaxWait <= 0 {
 		bad("MaxWait", "must be positive, got %v", c.MaxWait)
 	}
-	if c.MaxKeyLen <= 0 || c.MaxKeyLen > 64<<10 {
-		bad("MaxKeyLen", "must be in 1..65536, got %d", c.MaxKeyLen)
+	if c.MaxKeyLen <= 0 || c.MaxKeyLen > fsm.MaxStringLen {
+		bad("MaxKeyLen", "must be in 1..%d, got %d", fsm.MaxStringLen, c.MaxKeyLen)
 	}
-	if c.MaxOwnerLen <= 0 || c.MaxOwnerLen > 64<<10 {
-		bad("MaxOwnerLen", "must be in 1..65536, got %d", c.MaxOwnerLen)
+	if c.MaxOwnerLen <= 0 || c.MaxOwnerLen > fsm.MaxStringLen {
+		bad("MaxOwnerLen", "must be in 1..%d, got %d", fsm.MaxStringLen, c.MaxOwnerLen)
 	}
 	if c.MaxLocks <= 0 {
 		bad("MaxLocks", "must be positive, got %d", c.MaxLocks)
+	}
+	for i, q := range c.Quotas {
+		if q.Pattern == "" || q.Max <= 0 {
+			bad("Quotas", "quota %d (%s) needs a pattern and a positive Max, got %q and %d", i, q.Name, q.Pattern, q.Max)
+		}
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("SnapshotThreshold", "must be positive")

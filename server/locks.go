@@ -78,9 +78,15 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 			n.mu.Unlock()
 			return Grant{}, false, nil
 		}
-		if _, held := n.table.Get(key); !held && n.table.Len() >= n.cfg.MaxLocks {
-			n.mu.Unlock()
-			return Grant{}, false, fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
+		if _, held := n.table.Get(key); !held {
+			if n.table.Len() >= n.cfg.MaxLocks {
+				n.mu.Unlock()
+				return Grant{}, false, fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
+			}
+			if err := n.quotas.check(key); err != nil {
+				n.mu.Unlock()
+				return Grant{}, false, err
+			}
 		}
 		n.mu.Unlock()
 
@@ -377,6 +383,10 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		err error
 	}
 	data := c.Encode(nil)
+	if len(data) > fsm.MaxEntrySize {
+		// Unreachable with validated limits; a guard, not a code path.
+		return nil, invalid("entry of %d bytes exceeds %d", len(data), fsm.MaxEntrySize)
+	}
 	ch := make(chan applied, 1)
 	go func() {
 		f := n.raft.Apply(data, 0)

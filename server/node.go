@@ -46,6 +46,7 @@ type Node struct {
 	changed chan struct{} // closed and replaced when leadership or readiness changes
 	closed  bool
 	leases  *lessor
+	quotas  *quotas // held locks per Config.Quotas pattern
 	waits   *waitQueues
 	live    map[ownerKey]int // acquires in progress per (key, owner)
 	// undelivered holds grants made to waiters that had gone, while the
@@ -84,6 +85,7 @@ func Open(cfg Config) (*Node, error) {
 		stopCh:   make(chan struct{}),
 		changed:  make(chan struct{}),
 		leases:   newLessor(),
+		quotas:   newQuotas(cfg.Quotas),
 		waits:    newWaitQueues(),
 		live:     make(map[ownerKey]int),
 		granting: make(map[string]bool),
@@ -441,6 +443,7 @@ func (m *stateMachine) Apply(l *raft.Log) interface{} {
 	res := n.table.Apply(l)
 	if r, ok := res.(*fsm.Result); ok {
 		n.metrics.applied(r)
+		n.quotas.applied(r)
 		n.appliedLocked(r)
 	}
 	return res
@@ -455,6 +458,7 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	if err := n.table.Restore(rc); err != nil {
 		return err
 	}
+	n.quotas.recount(n.table)
 	// Whatever was timed before is void: every lease starts its full TTL.
 	n.leases.restartAll(n.table, time.Now())
 	n.kick()

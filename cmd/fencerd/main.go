@@ -89,7 +89,7 @@ Try it with redis-cli:
 	f.IntVar(&o.maxPipeline, "max-pipeline", bdef.MaxPipeline, "most commands served from one connection's read batch")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", bdef.IdleTimeout, "close a connection idle this long (0: never)")
 	f.StringVar(&o.requirePass, "requirepass", "", `password of the user "default" (pattern *); turns authentication on`)
-	f.StringVar(&o.usersFile, "users", "", "users file (one 'user password pattern' a line; see docs/operations.md); turns authentication on")
+	f.StringVar(&o.usersFile, "users", "", "users file (one 'user password pattern [maxlocks=N]' a line; see docs/security.md); turns authentication on")
 	f.StringVar(&o.forwardUser, "forward-user", "", `user of --users this node authenticates as to forward and join (pattern *, plain-text password; default "default" with --requirepass)`)
 	f.BoolVar(&o.protectedMode, "protected-mode", true, "refuse to listen on a non-loopback address without authentication")
 	f.StringVar(&o.tlsCert, "tls-cert-file", "", "serve RESP over TLS with this certificate (PEM); the node also presents it when it forwards or joins")
@@ -153,6 +153,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		bcfg.Users = users
+		for _, u := range users {
+			if u.MaxLocks > 0 {
+				cfg.Quotas = append(cfg.Quotas, server.Quota{Name: "user " + u.Name, Pattern: u.Pattern, Max: u.MaxLocks})
+			}
+		}
 	}
 	if err := checkProtectedMode(o, bcfg); err != nil {
 		return err
