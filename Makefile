@@ -48,9 +48,11 @@ chaos:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# fuzz: run each fuzz target for FUZZTIME.
+# fuzz: run each fuzz target for FUZZTIME (CI runs it for 10s each).
 fuzz:
-	$(GO) test ./fsm -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./fsm -run '^$$' -fuzz '^FuzzSnapshot$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./redisbridge -run '^$$' -fuzz '^FuzzReadReply$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./redisbridge -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./redisbridge -run '^$$' -fuzz '^FuzzBridge$$' -fuzztime $(FUZZTIME)
 

@@ -191,6 +191,11 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 	t.floor = d.uvarint()
 	t.lastIndex = d.uvarint()
 	t.maxToken = d.uvarint()
+	// Every token was a log position at or before the snapshot's: a larger
+	// one would make the next grant fail to exceed it.
+	if d.err == nil && (t.floor+t.lastIndex < t.floor || t.maxToken > t.floor+t.lastIndex) {
+		return nil, fmt.Errorf("%w: largest token %d beyond position %d+%d", ErrBadSnapshot, t.maxToken, t.floor, t.lastIndex)
+	}
 	nLocks := d.uvarint()
 	if d.err == nil && nLocks > uint64(len(d.b)) {
 		return nil, fmt.Errorf("%w: %d leases in %d bytes", ErrBadSnapshot, nLocks, len(d.b))
