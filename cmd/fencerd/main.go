@@ -162,14 +162,15 @@ func run(ctx context.Context, o options) error {
 	if err := checkProtectedMode(o, bcfg); err != nil {
 		return err
 	}
-	srvTLS, dialTLS, err := tlsConfigs(o)
+	certs, err := loadCertStore(o)
 	if err != nil {
 		return err
 	}
-	bcfg.TLS, bcfg.ForwardTLS = srvTLS, dialTLS
-	if cfg.RaftTLS, err = raftTLSConfig(o, srvTLS, dialTLS); err != nil {
+	bcfg.TLS, bcfg.ForwardTLS = certs.serverConfig(), certs.dialConfig()
+	if cfg.RaftTLS, err = raftTLSConfig(o, certs); err != nil {
 		return err
 	}
+	defer reloadOnSIGHUP(certs, logger)()
 	if o.defaultLockTTL < o.minTTL || o.defaultLockTTL > o.maxTTL {
 		return fmt.Errorf("--default-lock-ttl %v is outside --min-ttl %v .. --max-ttl %v", o.defaultLockTTL, o.minTTL, o.maxTTL)
 	}

@@ -39,20 +39,23 @@ func TestProtectedMode(t *testing.T) {
 }
 
 func TestTLSFlags(t *testing.T) {
-	srv, dial, err := tlsConfigs(options{})
+	s, err := loadCertStore(options{})
 	assert.NoError(t, err)
-	assert.Nil(t, srv, "no TLS without --tls-cert-file")
-	assert.Nil(t, dial)
-	_, _, err = tlsConfigs(options{tlsCA: "ca.pem"})
+	assert.Nil(t, s, "no TLS without --tls-cert-file")
+	assert.Nil(t, s.serverConfig())
+	assert.Nil(t, s.dialConfig())
+	_, err = loadCertStore(options{tlsCA: "ca.pem"})
 	assert.ErrorContains(t, err, "--tls-ca-cert-file needs --tls-cert-file")
-	_, _, err = tlsConfigs(options{tlsCert: "/nonexistent.pem", tlsKey: "/nonexistent-key.pem"})
+	_, err = loadCertStore(options{tlsCert: "/nonexistent.pem", tlsKey: "/nonexistent-key.pem"})
 	assert.ErrorContains(t, err, "--tls-cert-file")
 }
 
 func TestRaftTLSFlagNeedsCertificates(t *testing.T) {
-	c, err := raftTLSConfig(options{}, nil, nil)
+	c, err := raftTLSConfig(options{}, nil)
 	assert.NoError(t, err)
 	assert.Nil(t, c)
-	_, err = raftTLSConfig(options{raftTLS: true}, nil, nil)
+	_, err = raftTLSConfig(options{raftTLS: true}, nil)
 	assert.ErrorContains(t, err, "--raft-tls needs")
+	_, err = raftTLSConfig(options{raftTLS: true}, &certStore{})
+	assert.ErrorContains(t, err, "--raft-tls needs", "no --tls-ca-cert-file")
 }
