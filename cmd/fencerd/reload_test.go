@@ -66,6 +66,19 @@ func (ca *testCA) issue(t *testing.T, name string) (certPEM, keyPEM []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
 }
 
+// clientOnly returns a certificate from ca for client authentication only.
+func (ca *testCA) clientOnly(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "app"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
 // keyPair is issue as a tls.Certificate.
 func (ca *testCA) keyPair(t *testing.T, name string) tls.Certificate {
 	t.Helper()
@@ -165,6 +178,8 @@ func TestReloadClientPort(t *testing.T) {
 	assert.Error(t, err, "a client of the old CA is refused after the reload")
 	_, err = handshake(addr, &tls.Config{RootCAs: newCA.pool})
 	assert.Error(t, err, "a client without a certificate is refused")
+	_, err = handshake(addr, &tls.Config{RootCAs: newCA.pool, Certificates: []tls.Certificate{newCA.clientOnly(t)}})
+	assert.NoError(t, err, "the client port takes a client-only certificate")
 
 	// A half-written key: the reload fails, the new CA's certificate stays.
 	require.NoError(t, os.WriteFile(files.key, []byte("-----BEGIN PRIVATE KEY-----\ngarbage\n"), 0o600))
@@ -198,6 +213,8 @@ func TestReloadRaft(t *testing.T) {
 	assert.Error(t, err, "Raft needs a client certificate even with --tls-auth-clients=false")
 	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.pool, Certificates: []tls.Certificate{oldCA.keyPair(t, "peer")}})
 	require.NoError(t, err)
+	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.pool, Certificates: []tls.Certificate{oldCA.clientOnly(t)}})
+	assert.Error(t, err, "a client's certificate (clientAuth only) from the same CA does not get into Raft")
 
 	// This node dials a peer that requires a certificate from either CA.
 	both := x509.NewCertPool()

@@ -20,7 +20,8 @@ import (
 // What a reload changes:
 //   - connections accepted on the client port and the Raft port: this
 //     node's certificate and the CA that client and node certificates are
-//     verified against (GetConfigForClient);
+//     verified against (GetConfigForClient). The Raft port takes only
+//     certificates that a node could serve with (nodesOnly);
 //   - connections this node dials (forwarding, joining, Raft): the
 //     certificate it presents (GetClientCertificate). The CA it verifies the
 //     other node against stays the one read at start: Go's TLS stack tells a
@@ -91,11 +92,33 @@ func (s *certStore) read() (*certSet, error) {
 		}
 		set.caPEM, set.pool = pem, pool
 		set.client.ClientCAs, set.raft.ClientCAs = pool, pool
+		set.raft.VerifyConnection = nodesOnly(pool)
 		if s.authClients {
 			set.client.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 	}
 	return set, nil
+}
+
+// nodesOnly is the Raft port's VerifyConnection: the peer's certificate
+// must be usable by a server, as every node's is (other nodes verify it when
+// they dial this one). The CA may also sign clients' certificates for
+// --tls-auth-clients; those must not speak Raft.
+func nodesOnly(pool *x509.CertPool) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("raft: no certificate from the peer")
+		}
+		opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool(),
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		for _, c := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+			return fmt.Errorf("raft: the peer's certificate is not a node's (no serverAuth): %w", err)
+		}
+		return nil
+	}
 }
 
 // reload reads the files again and, if they are good, serves new
