@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -40,7 +41,9 @@ type node struct {
 type Option func(*config)
 
 type config struct {
-	dialer          func(ctx context.Context, network, addr string) (net.Conn, error)
+	dialer          dialFunc
+	user, password  string
+	tls             *tls.Config
 	requestTimeout  time.Duration
 	failoverTimeout time.Duration
 	drift           float64
@@ -72,10 +75,39 @@ func WithDrift(factor float64) Option {
 	return func(c *config) { c.drift = factor }
 }
 
-// WithDialer sets the function that opens connections to the nodes, for TLS,
-// proxies or tests. The default is a net.Dialer with the request timeout.
+// WithDialer sets the function that opens connections to the nodes, for
+// proxies or tests; with WithTLS, the TLS handshake runs over the
+// connections it opens. The default is a net.Dialer with the request
+// timeout.
 func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
 	return func(c *config) { c.dialer = dial }
+}
+
+// dialFunc opens a connection to a node.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// WithAuth makes the client authenticate every connection it opens, to
+// every node, right after connecting and before any other command (HELLO 2
+// AUTH user password, then AUTH if that fails), as fencerd requires with
+// --requirepass or --users. An empty user is Redis's user "default", the
+// one --requirepass sets the password of. Credentials the server refuses
+// fail the request with ErrAuth at once, without trying the other nodes;
+// a lock outside the user's pattern fails with ErrNoPerm. The default is
+// no authentication.
+func WithAuth(user, password string) Option {
+	return func(c *config) { c.user, c.password = user, password }
+}
+
+// WithTLS makes the client dial every node over TLS with cfg, as fencerd
+// serves it with --tls-cert-file. Set cfg.RootCAs to trust a private CA (the
+// default is the system's roots), and cfg.Certificates to present a client
+// certificate to a server that requires one (--tls-auth-clients). When
+// cfg.ServerName is empty, each node's certificate is checked against the
+// host of its address. A certificate that fails to verify, on either side,
+// fails the request with ErrTLS at once. cfg is copied; nil means plain TCP.
+// The default is plain TCP.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg.Clone() }
 }
 
 // Defaults.
@@ -113,6 +145,8 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: failover timeout %v is not positive", ErrInvalidArgument, cfg.failoverTimeout)
 	case cfg.drift < 0 || cfg.drift >= 0.5:
 		return nil, fmt.Errorf("%w: drift factor %v is outside [0, 0.5)", ErrInvalidArgument, cfg.drift)
+	case cfg.user != "" && cfg.password == "":
+		return nil, fmt.Errorf("%w: user %q has an empty password", ErrInvalidArgument, cfg.user)
 	}
 	c := &Client{cfg: cfg, probe: len(addrs) > 1}
 	seen := make(map[string]bool)
@@ -124,6 +158,10 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 			continue
 		}
 		seen[a] = true
+		dial := cfg.dialer
+		if cfg.tls != nil {
+			dial = tlsDialer(dial, cfg.tls, a, cfg.requestTimeout)
+		}
 		n := &node{addr: a, opts: redis.Options{
 			Addr: a,
 			// fencerd speaks RESP2 and has no CLIENT SETINFO.
@@ -137,13 +175,46 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 			ReadTimeout:           -1,
 			WriteTimeout:          -1,
 			ContextTimeoutEnabled: true,
-			Dialer:                cfg.dialer,
+			Dialer:                dial,
+			// go-redis authenticates each new connection before its first
+			// command (HELLO 2 AUTH user password).
+			Username: cfg.user,
+			Password: cfg.password,
 		}}
 		n.rdb = redis.NewClient(&n.opts)
 		c.nodes = append(c.nodes, n)
 	}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	return c, nil
+}
+
+// tlsDialer returns a dialer that opens a connection to addr with dial (a
+// net.Dialer if nil) and completes a TLS handshake over it with cfg, which
+// checks the node's certificate against addr's host unless cfg names a
+// server. Doing the handshake here, not in go-redis, keeps it the same
+// with and without WithDialer.
+func tlsDialer(dial dialFunc, cfg *tls.Config, addr string, timeout time.Duration) dialFunc {
+	if dial == nil {
+		d := &net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
+		dial = d.DialContext
+	}
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(addr)
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	return func(ctx context.Context, network, a string) (net.Conn, error) {
+		conn, err := dial(ctx, network, a)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
 }
 
 // Close ends every lease of the client (their contexts are cancelled with
@@ -172,20 +243,28 @@ func (c *Client) Addrs() []string {
 
 // pick returns the node to send the next request to. After a failure (and
 // at first use) it asks that node who leads, and moves to the leader if the
-// leader is one of the client's addresses, saving the forwarding hop.
-func (c *Client) pick(ctx context.Context) *node {
+// leader is one of the client's addresses, saving the forwarding hop. The
+// error is set only when the node refused the client's credentials or TLS
+// (ErrAuth, ErrTLS): the request would meet the same refusal.
+func (c *Client) pick(ctx context.Context) (*node, error) {
 	c.mu.Lock()
 	n, probe := c.nodes[c.cur], c.probe
 	c.probe = false
 	c.mu.Unlock()
 	if !probe {
-		return n
+		return n, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(leaderProbeTimeout, c.cfg.requestTimeout))
 	defer cancel()
 	v, err := n.rdb.Do(pctx, "FENCE.LEADER").Slice()
-	if err != nil || len(v) != 2 {
-		return n
+	if err != nil {
+		if f := classify(err); !f.transient && errIs(f.err, ErrAuth, ErrTLS) {
+			return n, refusedBy(n, f.err)
+		}
+		return n, nil
+	}
+	if len(v) != 2 {
+		return n, nil
 	}
 	addr, _ := v[1].(string)
 	if l := c.nodeAt(addr); l != nil {
@@ -196,7 +275,7 @@ func (c *Client) pick(ctx context.Context) *node {
 		n = c.nodes[c.cur]
 		c.mu.Unlock()
 	}
-	return n
+	return n, nil
 }
 
 // failed moves requests off n after a transient failure: to the leader the
@@ -274,7 +353,10 @@ func (c *Client) exchange(ctx context.Context, p retry, args ...any) (reply any,
 		if timeout <= 0 {
 			return nil, sent, unavailable(last)
 		}
-		n := c.pick(ctx)
+		n, err := c.pick(ctx)
+		if err != nil {
+			return nil, sent, err
+		}
 		sent = time.Now()
 		v, err := c.attempt(ctx, n, timeout, args...)
 		switch {
@@ -287,7 +369,7 @@ func (c *Client) exchange(ctx context.Context, p retry, args ...any) (reply any,
 		}
 		f := classify(err)
 		if !f.transient {
-			return nil, sent, f.err
+			return nil, sent, refusedBy(n, f.err)
 		}
 		last = fmt.Errorf("%s: %w", n.addr, err)
 		c.failed(n, f.leader)
@@ -333,6 +415,15 @@ func (c *Client) attempt(ctx context.Context, n *node, timeout time.Duration, ar
 	case <-c.ctx.Done():
 		return nil, context.Cause(c.ctx)
 	}
+}
+
+// refusedBy names n in err if it is a refusal of the client's credentials
+// or TLS, which says something about that node's configuration.
+func refusedBy(n *node, err error) error {
+	if errIs(err, ErrAuth, ErrTLS) {
+		return fmt.Errorf("%w (node %s)", err, n.addr)
+	}
+	return err
 }
 
 // stopped is the error for a request whose context ended; it wraps the

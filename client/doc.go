@@ -45,6 +45,16 @@
 // sentinel errors ErrLocked, ErrLeaseLost, ErrNoLeader, ErrInvalidArgument
 // (and the context's error); test for them with errors.Is.
 //
+// # Authentication and TLS
+//
+// WithAuth gives the user and password that every new connection, to
+// every node, authenticates with before its first command (fencerd
+// --requirepass, --users); WithTLS dials the nodes over TLS (fencerd
+// --tls-cert-file), with a client certificate if the cluster requires one.
+// A refusal of the credentials (ErrAuth) or of the TLS handshake (ErrTLS)
+// is returned at once rather than retried on other nodes, and a lock
+// outside the user's pattern fails with ErrNoPerm.
+//
 // The client speaks RESP (the Redis protocol) through go-redis; it does not
 // depend on the server's packages.
 package client

@@ -1,8 +1,11 @@
 package client
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +38,21 @@ var (
 	ErrInvalidArgument = errors.New("client: invalid argument")
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrAuth means the server refused the client's credentials (WRONGPASS:
+	// a wrong password or an unknown user; see WithAuth), or requires
+	// credentials the client did not give (NOAUTH). It is not retried on
+	// other nodes: the nodes of a cluster share their users.
+	ErrAuth = errors.New("client: authentication failed")
+	// ErrNoPerm means the server refused the request because the
+	// authenticated user may not touch that lock (its name is outside the
+	// user's pattern) or run that command (cluster administration needs a
+	// user with pattern *). Nothing was done.
+	ErrNoPerm = errors.New("client: permission denied")
+	// ErrTLS means a TLS connection to a node failed for a reason that
+	// retrying does not cure: the node's certificate did not verify, the
+	// node refused the client's certificate or its absence, or the node
+	// does not speak TLS. See WithTLS.
+	ErrTLS = errors.New("client: TLS handshake failed")
 )
 
 // Errors with redsync's names, returned by Mutex together with the errors
@@ -62,10 +80,13 @@ type failure struct {
 
 // classify sorts an error from go-redis. Error replies start with a word that
 // says what kind they are (see docs/protocol.md); anything that is not an
-// error reply is a network failure.
+// error reply is a network failure, and transient unless TLS refused it.
 func classify(err error) failure {
 	var re redis.Error
 	if !errors.As(err, &re) {
+		if tlsRefused(err) {
+			return failure{err: fmt.Errorf("%w: %w", ErrTLS, err)}
+		}
 		return failure{err: err, transient: true}
 	}
 	msg := re.Error()
@@ -79,6 +100,10 @@ func classify(err error) failure {
 			f.leader = strings.TrimSpace(rest[i+len(" at "):])
 		}
 		return f
+	case "WRONGPASS", "NOAUTH":
+		return failure{err: fmt.Errorf("%w: %s", ErrAuth, msg)}
+	case "NOPERM":
+		return failure{err: fmt.Errorf("%w: %s", ErrNoPerm, msg)}
 	case "ERR":
 		// A request whose deadline passed on the server before anything was
 		// proposed; nothing was done, so it is safe to retry.
@@ -88,4 +113,30 @@ func classify(err error) failure {
 		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, rest)}
 	}
 	return failure{err: fmt.Errorf("client: unexpected reply: %s", msg)}
+}
+
+// tlsRefused reports whether err is a TLS failure that a retry would meet
+// again: a certificate that did not verify (the node's, here), an alert
+// from the node (it refused this client's certificate, or its absence), or
+// a reply that is not TLS at all (the node serves plain TCP). A connection
+// that drops during the handshake is not one of them.
+func tlsRefused(err error) bool {
+	var (
+		verify *tls.CertificateVerificationError
+		header tls.RecordHeaderError
+		alert  tls.AlertError
+		unkCA  x509.UnknownAuthorityError
+		host   x509.HostnameError
+		inval  x509.CertificateInvalidError
+		op     *net.OpError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &header), errors.As(err, &alert),
+		errors.As(err, &unkCA), errors.As(err, &host), errors.As(err, &inval):
+		return true
+	case errors.As(err, &op):
+		// crypto/tls reports an alert the peer sent this way.
+		return op.Op == "remote error"
+	}
+	return false
 }

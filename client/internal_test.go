@@ -1,12 +1,16 @@
 package client
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -34,6 +38,15 @@ func TestClassify(t *testing.T) {
 		{replyErr("ERR invalid argument: ttl 50ms is outside 100ms..24h0m0s"), false, "", ErrInvalidArgument},
 		{replyErr("ERR wrong number of arguments for 'fence.acquire' command"), false, "", ErrInvalidArgument},
 		{replyErr("WRONGTYPE something else"), false, "", nil},
+		{replyErr("WRONGPASS invalid username-password pair or user is disabled."), false, "", ErrAuth},
+		{replyErr("NOAUTH Authentication required."), false, "", ErrAuth},
+		{replyErr("NOPERM No permissions to access a key"), false, "", ErrNoPerm},
+		{replyErr("NOPERM User alice has no permissions to run the 'fence.snapshot' command"), false, "", ErrNoPerm},
+		{fmt.Errorf("failed to authenticate: %w", replyErr("WRONGPASS invalid username-password pair or user is disabled.")), false, "", ErrAuth},
+		{&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false, "", ErrTLS},
+		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, false, "", ErrTLS},
+		{&net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, false, "", ErrTLS},
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, true, "", nil},
 		{io.EOF, true, "", nil},
 		{fmt.Errorf("dial tcp 127.0.0.1:1: connect: connection refused"), true, "", nil},
 	} {

@@ -364,7 +364,7 @@ func checkLease(name string, ttl, drift time.Duration) error {
 func (c *Client) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (grant, bool, error) {
 	v, sent, err := c.exchange(ctx, c.standard(), "FENCE.ACQUIRE", name, owner, millis(ttl))
 	if err != nil {
-		if !errIs(err, ErrInvalidArgument, ErrClosed) {
+		if !errIs(err, ErrInvalidArgument, ErrClosed, ErrAuth, ErrNoPerm, ErrTLS) {
 			c.releaseLater(name, owner)
 		}
 		return grant{}, false, err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +40,14 @@ func runMain(m *testing.M) int {
 // mod applied to its configuration if not nil, and waits until it grants
 // locks.
 func startNode(mod func(*server.Config)) (stop func(), addr string, err error) {
+	return startBridgedNode(mod, nil)
+}
+
+// startBridgedNode is startNode with bmod, if not nil, applied to the
+// configuration of the node's RESP bridge too (authentication, TLS), and
+// warm the client options that get through it. stop may be called more
+// than once.
+func startBridgedNode(mod func(*server.Config), bmod func(*redisbridge.Config), warm ...client.Option) (stop func(), addr string, err error) {
 	dir, err := os.MkdirTemp("", "fencer-client-test-")
 	if err != nil {
 		return nil, "", err
@@ -63,6 +72,9 @@ func startNode(mod func(*server.Config)) (stop func(), addr string, err error) {
 	}
 	bcfg := redisbridge.DefaultConfig()
 	bcfg.Logger = quiet
+	if bmod != nil {
+		bmod(&bcfg)
+	}
 	bridge, err := redisbridge.New(node, bcfg)
 	if err != nil {
 		ln.Close()
@@ -71,14 +83,17 @@ func startNode(mod func(*server.Config)) (stop func(), addr string, err error) {
 		return nil, "", err
 	}
 	go func() { _ = bridge.Serve(ln) }()
+	var once sync.Once
 	stop = func() {
-		bridge.Close()
-		node.Close()
-		os.RemoveAll(dir)
+		once.Do(func() {
+			bridge.Close()
+			node.Close()
+			os.RemoveAll(dir)
+		})
 	}
 	// The first lock command waits for the node to elect itself; wait here
 	// so that no test pays for it.
-	c, err := client.New([]string{ln.Addr().String()}, client.WithFailoverTimeout(30*time.Second))
+	c, err := client.New([]string{ln.Addr().String()}, append([]client.Option{client.WithFailoverTimeout(30 * time.Second)}, warm...)...)
 	if err != nil {
 		stop()
 		return nil, "", err

@@ -79,7 +79,9 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 		rctx, cancel := context.WithCancel(base)
 		stop := context.AfterFunc(c.ctx, cancel)
 		cancels = append(cancels, cancel)
-		n := c.pick(ctx)
+		// A refusal of the credentials or TLS, which pick reports, comes
+		// back from the round itself.
+		n, _ := c.pick(ctx)
 		go func() {
 			defer cancel()
 			defer stop()

@@ -38,9 +38,11 @@ type Config struct {
 	// raft's in-memory transport. The node closes it if it is io.Closer.
 	Transport raft.Transport
 	// RaftTLS, if set, runs the Raft transport over mutual TLS (see
-	// tlsstream.go): it needs Certificates, ClientCAs with ClientAuth
-	// tls.RequireAndVerifyClientCert, and RootCAs. Nil, the default, is
-	// plain TCP.
+	// tlsstream.go): the same config accepts and dials, so it must present
+	// a certificate (Certificates or GetCertificate and
+	// GetClientCertificate), verify peers (ClientCAs with ClientAuth
+	// tls.RequireAndVerifyClientCert, or GetConfigForClient) and trust
+	// RootCAs for dialing. Nil, the default, is plain TCP.
 	RaftTLS *tls.Config
 
 	// MinTTL and MaxTTL bound the lease TTLs a client may ask for. The
