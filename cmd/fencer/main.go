@@ -3,7 +3,9 @@
 // lock (fencer lock), and manage the cluster's members.
 //
 // The address of the cluster comes from --addr, else from FENCER_ADDR (both
-// comma-separated lists of client addresses), else 127.0.0.1:7379.
+// comma-separated lists of client addresses), else 127.0.0.1:7379. The
+// credentials come from --user and --password, else from FENCER_USER and
+// FENCER_PASSWORD; --tls and the --tls-* flags connect over TLS.
 package main
 
 import (
@@ -55,6 +57,7 @@ type app struct {
 
 	addrs   []string
 	timeout time.Duration
+	sec     security
 	code    int // exit code set by a command that succeeded but has one of its own
 }
 
@@ -96,6 +99,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintln(stderr, "fencer:", msg)
 	}
+	if hint := a.sec.hint(err); hint != "" {
+		fmt.Fprintln(stderr, "fencer:", hint)
+	}
 	if code == exitUsage {
 		fmt.Fprintln(stderr, "Run 'fencer --help' for usage.")
 	}
@@ -116,6 +122,14 @@ refuse writes from a holder whose lease has passed to someone else.
 The cluster is reached at --addr, else at $FENCER_ADDR, else at ` + defaultAddr + `;
 give several addresses, comma-separated, to survive the loss of a node.
 
+A cluster that requires authentication (fencerd --requirepass or --users)
+takes the password from $FENCER_PASSWORD, and the user from $FENCER_USER
+(none: the user "default" of --requirepass); --password and --user override
+them, but a password on the command line is visible to other users of the
+machine (ps). --tls connects over TLS, verifying the nodes' certificates
+against the system's CAs or --tls-ca-cert-file; --tls-cert-file and
+--tls-key-file present a client certificate (fencerd --tls-auth-clients).
+
 Exit status: 0 on success; 1 if the request failed, the lock is held by another
 owner, or the owner does not hold it; 2 for a bad command line. fencer lock
 exits with its command's status, or 125 if it could not take the lock, 126 if
@@ -124,13 +138,17 @@ the command cannot be run, 127 if it is not found.`,
 		SilenceErrors:     true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return a.resolveAddrs(cmd)
+			if err := a.resolveAddrs(cmd); err != nil {
+				return err
+			}
+			return a.sec.resolve(cmd, a.getenv)
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage("%v", err) })
 	f := root.PersistentFlags()
 	f.StringSlice("addr", nil, "client addresses of the cluster, comma-separated (default $FENCER_ADDR, else "+defaultAddr+")")
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "how long a request may take, trying every address, before fencer gives up (waits for a lock excluded)")
+	a.sec.addFlags(root)
 	root.AddCommand(a.acquireCommand(), a.extendCommand(), a.releaseCommand(), a.statusCommand(),
 		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand())
 	return root
@@ -162,7 +180,8 @@ func (a *app) resolveAddrs(cmd *cobra.Command) error {
 
 // client returns a client of the cluster; close it when done.
 func (a *app) client() (*client.Client, error) {
-	c, err := client.New(a.addrs, client.WithFailoverTimeout(a.timeout), client.WithRequestTimeout(a.requestTimeout()))
+	opts := append([]client.Option{client.WithFailoverTimeout(a.timeout), client.WithRequestTimeout(a.requestTimeout())}, a.sec.options()...)
+	c, err := client.New(a.addrs, opts...)
 	if err != nil {
 		return nil, usage("%v", err)
 	}

@@ -40,6 +40,14 @@ func TestMain(m *testing.M) {
 }
 
 func startNode() (stop func(), addr string, err error) {
+	return startSecuredNode(nil, nil)
+}
+
+// startSecuredNode starts a one-node cluster in a temporary directory,
+// with bmod, if not nil, applied to the configuration of its RESP bridge
+// (authentication, TLS), and waits until it serves a client configured by
+// warm.
+func startSecuredNode(bmod func(*redisbridge.Config), warm func(*redis.Options)) (stop func(), addr string, err error) {
 	dir, err := os.MkdirTemp("", "fencer-cli-test-")
 	if err != nil {
 		return nil, "", err
@@ -61,6 +69,9 @@ func startNode() (stop func(), addr string, err error) {
 	}
 	bcfg := redisbridge.DefaultConfig()
 	bcfg.Logger = quiet
+	if bmod != nil {
+		bmod(&bcfg)
+	}
 	bridge, err := redisbridge.New(node, bcfg)
 	if err != nil {
 		ln.Close()
@@ -75,7 +86,11 @@ func startNode() (stop func(), addr string, err error) {
 		os.RemoveAll(dir)
 	}
 	// Wait until the node has elected itself.
-	r := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true})
+	ropts := &redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true}
+	if warm != nil {
+		warm(ropts)
+	}
+	r := redis.NewClient(ropts)
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
