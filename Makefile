@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build test integ bench lint fuzz clean
+.PHONY: all build test integ bench gobench lint fuzz clean
 
 all: build
 
@@ -45,7 +45,22 @@ chaos:
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_NODES="$(CHAOS_NODES)" CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -count=1 -timeout 0 -v -run '^TestChaos' ./integration/chaos/
 
+# bench: fencer (one node and three) beside bare raft on the same settings
+# and, with PEERS=1, beside redis, redis-aof-always, redlock and etcd (a
+# patched copy of ../shared/peerbench), in one run; prints one table with
+# the ratios of issue 8. See docs/performance.md. Knobs: DURATION and
+# WARMUP of each run, CLIENTS, PEERS, PEER_TARGETS, BASE_DIR (not tmpfs),
+# RESULTS, KEEP_WORK=1, RAFT_ARGS (e.g. --batch-apply-ch=false).
+DURATION ?= 5s
+WARMUP ?= 1s
+CLIENTS ?= 1 16 256
+PEERS ?= 0
 bench:
+	$(GO) build -o bin/ ./cmd/... ./internal/cmd/raftbench ./internal/cmd/benchrun
+	DURATION="$(DURATION)" WARMUP="$(WARMUP)" CLIENTS="$(CLIENTS)" PEERS="$(PEERS)" bin/benchrun
+
+# gobench: the Go benchmarks (go test -bench) of every package.
+gobench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # fuzz: run each fuzz target for FUZZTIME (CI runs it for 10s each).
