@@ -150,7 +150,7 @@ the command cannot be run, 127 if it is not found.`,
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "how long a request may take, trying every address, before fencer gives up (waits for a lock excluded)")
 	a.sec.addFlags(root)
 	root.AddCommand(a.acquireCommand(), a.extendCommand(), a.releaseCommand(), a.statusCommand(),
-		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand())
+		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand(), a.benchCommand())
 	return root
 }
 
