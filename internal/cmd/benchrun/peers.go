@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,26 @@ func copyPeerbench(src, dst string) error {
 	return nil
 }
 
+// renamePeerFencer renames peerbench's own fencer targets (in
+// PEER_TARGETS, a cross-check of this harness) to "peerbench:fencer" and
+// "peerbench:fencer-1", so that they stand apart from fencer bench's rows.
+func renamePeerFencer(line []byte) []byte {
+	var m map[string]any
+	if json.Unmarshal(line, &m) != nil {
+		return line
+	}
+	t, _ := m["target"].(string)
+	if !strings.HasPrefix(t, "fencer") {
+		return line
+	}
+	m["target"] = "peerbench:" + t
+	b, err := json.Marshal(m)
+	if err != nil {
+		return line
+	}
+	return b
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -123,7 +144,7 @@ func runPeers(ctx context.Context, o options, procs *bench.Procs, out *recorder,
 		for {
 			line, err := p.Stdout.ReadBytes('\n')
 			if line = bytes.TrimSpace(line); len(line) > 0 && line[0] == '{' {
-				out.line(line)
+				out.line(renamePeerFencer(line))
 			}
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
