@@ -253,6 +253,32 @@ func TestProcsStopAll(t *testing.T) {
 	}
 }
 
+func TestProcsPipeReadsToTheEnd(t *testing.T) {
+	procs := &Procs{}
+	defer procs.StopAll(StopGrace)
+	dir := t.TempDir()
+	for i := range 20 {
+		p, err := procs.Start("printer", dir, filepath.Join(dir, "p.log"), true, "sh", "-c", "echo first; echo last")
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.Exited() // what it wrote is still there to read
+		var got []string
+		for {
+			line, err := p.Stdout.ReadString('\n')
+			if line != "" {
+				got = append(got, strings.TrimSpace(line))
+			}
+			if err != nil {
+				break
+			}
+		}
+		if strings.Join(got, ",") != "first,last" {
+			t.Fatalf("run %d: read %q", i, got)
+		}
+	}
+}
+
 // alive reports a process that exists and is not a zombie.
 func alive(pid string) bool {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")

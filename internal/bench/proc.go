@@ -70,20 +70,29 @@ func (g *Procs) StartEnv(name, dir, logPath string, pipes bool, env []string, bi
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	p := &Proc{Name: name, LogPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	var outR *os.File
 	if pipes {
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, err
 		}
-		out, err := cmd.StdoutPipe()
+		// Not cmd.StdoutPipe: Wait closes that as soon as the child exits,
+		// losing what it wrote last and was not read yet. This pipe reads
+		// to EOF, and Wait leaves it alone.
+		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
 		}
-		p.Stdin, p.Stdout = in, bufio.NewReader(out)
+		defer w.Close() // the child has its own descriptor
+		cmd.Stdout, outR = w, r
+		p.Stdin, p.Stdout = in, bufio.NewReader(r)
 	} else {
 		cmd.Stdout = logFile
 	}
 	if err := cmd.Start(); err != nil {
+		if outR != nil {
+			outR.Close()
+		}
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	go func() {
