@@ -120,6 +120,9 @@ func TestSettingsMirrorServer(t *testing.T) {
 			return false
 		})
 	}
+	if t.Failed() {
+		t.Log("the bare-raft baseline of make bench must run on fencerd's raft settings: change defaultSettings or the constants in internal/cmd/raftbench/settings.go to match server/node.go's startRaft")
+	}
 	if !sawStart || !sawCache || !sawTransport {
 		t.Errorf("did not find startRaft (%v), its NewLogCache (%v) and its transport (%v) in %s; update this test",
 			sawStart, sawCache, sawTransport, dir)
