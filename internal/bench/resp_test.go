@@ -96,3 +96,30 @@ func TestReadNestedArray(t *testing.T) {
 		t.Fatalf("got %+v, elements %+v", r, c.arr)
 	}
 }
+
+// BenchmarkClientPair is one acquire+release round trip of the harness's
+// client against NullServer (make gobench). The client allocates nothing
+// per pair; the allocations reported are the server's (go test -memprofile).
+func BenchmarkClientPair(b *testing.B) {
+	s, err := StartNullServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	c, err := dial(s.Addr(), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	owner := []byte("bench-owner")
+	b.ReportAllocs()
+	for b.Loop() {
+		deadline := time.Now().Add(5 * time.Second)
+		if tok, err := c.Acquire("bench-key", owner, 10*time.Second, 0, deadline); err != nil || tok == 0 {
+			b.Fatalf("acquire: %d, %v", tok, err)
+		}
+		if n, err := c.Release("bench-key", owner, deadline); err != nil || n != 1 {
+			b.Fatalf("release: %d, %v", n, err)
+		}
+	}
+}
