@@ -23,6 +23,12 @@ type Lease struct {
 	Token   uint64
 	TTL     uint64 // milliseconds
 	Version uint64 // position of the entry that last granted or extended it
+	// Deadline is node-local, not replicated state: the server records here
+	// when it timed the lease to run out on its own clock (SetDeadline), so
+	// that a million leases need no second map. Apply never reads it and
+	// clears it when it grants or renews (0: not timed yet); snapshots and
+	// the state hash leave it out.
+	Deadline int64
 }
 
 // Ref names the lease for an expire or revoke.
@@ -198,14 +204,14 @@ func (t *Table) apply(index uint64, c Command) *Result {
 			t.grant(c.Key, c.Owner, c.TTL, pos)
 			r.Code = Granted
 		case cur.Owner == c.Owner && !c.Redis:
-			cur.TTL, cur.Version = c.TTL, pos
+			cur.TTL, cur.Version, cur.Deadline = c.TTL, pos, 0
 			r.Code = Renewed
 		default:
 			r.Code = Held
 		}
 	case OpExtend:
 		if cur != nil && cur.Owner == c.Owner {
-			cur.TTL, cur.Version = c.TTL, pos
+			cur.TTL, cur.Version, cur.Deadline = c.TTL, pos, 0
 			r.Code = Extended
 		} else {
 			r.Code = NotHolder
@@ -333,6 +339,29 @@ func (t *Table) Get(key string) (Lease, bool) {
 		return Lease{}, false
 	}
 	return *l, true
+}
+
+// SetDeadline records the node-local deadline of key's lease if it is still
+// the lease ref names; it reports whether it was.
+func (t *Table) SetDeadline(key string, ref LeaseRef, deadline int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.locks[key]
+	if !ok || l.Ref() != ref {
+		return false
+	}
+	l.Deadline = deadline
+	return true
+}
+
+// SetDeadlines sets every lease's node-local deadline to what fn returns for
+// it, while holding the table's lock: fn must not call back into the table.
+func (t *Table) SetDeadlines(fn func(key string, l Lease) int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, l := range t.locks {
+		l.Deadline = fn(k, *l)
+	}
 }
 
 // Range calls fn for every held lease, in no particular order, while holding

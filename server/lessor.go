@@ -14,31 +14,43 @@ import (
 // every lease at its full TTL (restartAll), because it cannot know how much of
 // the old leader's time had passed.
 //
+// It is laid out for millions of leases: a deadline is kept in the table's
+// own lease (fsm.Lease.Deadline, node-local, nanoseconds since the lessor's
+// epoch on the monotonic clock), so there is no second map, and the heap
+// holds small values.
+//
 // All methods are called with Node.mu held.
 type lessor struct {
-	leases map[string]*timedLease
-	queue  deadlineHeap
+	epoch    time.Time // carries a monotonic reading
+	table    *fsm.Table
+	queue    deadlineHeap
+	expiring map[string]fsm.LeaseRef // leases with an Expire in flight
 }
 
-// timedLease is the deadline of the current lease of a key.
-type timedLease struct {
-	ref      fsm.LeaseRef
-	deadline time.Time
-	expiring bool // an Expire for it is in flight
+func newLessor(table *fsm.Table) *lessor {
+	return &lessor{epoch: time.Now(), table: table, expiring: make(map[string]fsm.LeaseRef)}
 }
 
-func newLessor() *lessor {
-	return &lessor{leases: make(map[string]*timedLease)}
-}
+func (ls *lessor) mono(t time.Time) int64 { return int64(t.Sub(ls.epoch)) }
 
 // set records that key's lease l was granted or renewed at now.
 func (ls *lessor) set(key string, l fsm.Lease, now time.Time) {
-	d := now.Add(time.Duration(l.TTL) * time.Millisecond)
-	ls.leases[key] = &timedLease{ref: l.Ref(), deadline: d}
+	d := ls.mono(now) + int64(l.TTL)*int64(time.Millisecond)
+	if !ls.table.SetDeadline(key, l.Ref(), d) {
+		return // no longer the key's lease
+	}
+	delete(ls.expiring, key)
 	heap.Push(&ls.queue, deadlineItem{key: key, ref: l.Ref(), deadline: d})
-	if len(ls.queue) > 2*len(ls.leases)+1024 {
+	if len(ls.queue) > 2*ls.table.Len()+1024 {
 		ls.compact()
 	}
+}
+
+// current reports whether it is the heap entry of key's current lease and
+// deadline.
+func (ls *lessor) current(it deadlineItem) bool {
+	l, ok := ls.table.Get(it.key)
+	return ok && l.Ref() == it.ref && l.Deadline == it.deadline
 }
 
 // compact drops the heap entries of renewed or freed leases. Only a leader
@@ -47,7 +59,7 @@ func (ls *lessor) set(key string, l fsm.Lease, now time.Time) {
 func (ls *lessor) compact() {
 	q := ls.queue[:0]
 	for _, it := range ls.queue {
-		if tl, ok := ls.leases[it.key]; ok && tl.ref == it.ref && tl.deadline.Equal(it.deadline) {
+		if ls.current(it) {
 			q = append(q, it)
 		}
 	}
@@ -58,31 +70,36 @@ func (ls *lessor) compact() {
 
 // drop forgets key's lease if it is the one with token.
 func (ls *lessor) drop(key string, token uint64) {
-	if tl, ok := ls.leases[key]; ok && tl.ref.Token == token {
-		delete(ls.leases, key)
+	if ref, ok := ls.expiring[key]; ok && ref.Token == token {
+		delete(ls.expiring, key)
 	}
 }
 
-// remaining returns how long key's lease with ref has left on this node's
-// clock; zero or less means it has run out.
-func (ls *lessor) remaining(key string, ref fsm.LeaseRef, now time.Time) time.Duration {
-	tl, ok := ls.leases[key]
-	if !ok || tl.ref != ref {
-		// Applied but not yet seen by the lessor cannot happen under
-		// Node.mu; treat a mismatch as run out rather than guess.
+// remaining returns how long lease l has left on this node's clock; zero or
+// less means it has run out. A lease not timed yet (which cannot happen
+// under Node.mu) counts as run out rather than guessed.
+func (ls *lessor) remaining(l fsm.Lease, now time.Time) time.Duration {
+	if l.Deadline == 0 {
 		return 0
 	}
-	return tl.deadline.Sub(now)
+	return time.Duration(l.Deadline - ls.mono(now))
+}
+
+// deadline returns when key's current lease runs out, if it is timed.
+func (ls *lessor) deadline(key string) (time.Time, bool) {
+	l, ok := ls.table.Get(key)
+	return ls.epoch.Add(time.Duration(l.Deadline)), ok && l.Deadline != 0
 }
 
 // restartAll gives every lease in the table its full TTL from now.
-func (ls *lessor) restartAll(table *fsm.Table, now time.Time) {
-	ls.leases = make(map[string]*timedLease, table.Len())
-	ls.queue = ls.queue[:0]
-	table.Range(func(key string, l fsm.Lease) {
-		d := now.Add(time.Duration(l.TTL) * time.Millisecond)
-		ls.leases[key] = &timedLease{ref: l.Ref(), deadline: d}
+func (ls *lessor) restartAll(now time.Time) {
+	ls.expiring = make(map[string]fsm.LeaseRef)
+	ls.queue = make(deadlineHeap, 0, ls.table.Len())
+	m := ls.mono(now)
+	ls.table.SetDeadlines(func(key string, l fsm.Lease) int64 {
+		d := m + int64(l.TTL)*int64(time.Millisecond)
 		ls.queue = append(ls.queue, deadlineItem{key: key, ref: l.Ref(), deadline: d})
+		return d
 	})
 	heap.Init(&ls.queue)
 }
@@ -91,8 +108,8 @@ func (ls *lessor) restartAll(table *fsm.Table, now time.Time) {
 func (ls *lessor) next() (time.Time, bool) {
 	for len(ls.queue) > 0 {
 		it := ls.queue[0]
-		if tl, ok := ls.leases[it.key]; ok && tl.ref == it.ref && tl.deadline.Equal(it.deadline) && !tl.expiring {
-			return it.deadline, true
+		if _, busy := ls.expiring[it.key]; ls.current(it) && !busy {
+			return ls.epoch.Add(time.Duration(it.deadline)), true
 		}
 		heap.Pop(&ls.queue) // stale: renewed, freed, or already expiring
 	}
@@ -108,20 +125,22 @@ func (ls *lessor) due(now time.Time) []dueLease {
 			return out
 		}
 		it := heap.Pop(&ls.queue).(deadlineItem)
-		ls.leases[it.key].expiring = true
+		ls.expiring[it.key] = it.ref
 		out = append(out, dueLease{key: it.key, ref: it.ref})
 	}
 }
 
 // retry puts back a lease whose Expire was not committed.
 func (ls *lessor) retry(key string, ref fsm.LeaseRef, now time.Time) {
-	tl, ok := ls.leases[key]
-	if !ok || tl.ref != ref || !tl.expiring {
+	if busy, ok := ls.expiring[key]; !ok || busy != ref {
 		return
 	}
-	tl.expiring = false
-	tl.deadline = now
-	heap.Push(&ls.queue, deadlineItem{key: key, ref: ref, deadline: now})
+	d := ls.mono(now)
+	if !ls.table.SetDeadline(key, ref, d) {
+		return
+	}
+	delete(ls.expiring, key)
+	heap.Push(&ls.queue, deadlineItem{key: key, ref: ref, deadline: d})
 }
 
 type dueLease struct {
@@ -129,10 +148,12 @@ type dueLease struct {
 	ref fsm.LeaseRef
 }
 
+// deadlineItem is a deadline in the heap; it is current while the key's
+// lease has the same ref and deadline.
 type deadlineItem struct {
 	key      string
 	ref      fsm.LeaseRef
-	deadline time.Time
+	deadline int64
 }
 
 // deadlineHeap is a min-heap of deadlines. Entries are never removed when a
@@ -140,7 +161,7 @@ type deadlineItem struct {
 type deadlineHeap []deadlineItem
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
 func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineItem)) }
 func (h *deadlineHeap) Pop() any {

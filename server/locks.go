@@ -130,7 +130,7 @@ func (n *Node) acquireCmdLocked(key, owner string, ttl uint64, waits bool) (fsm.
 	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl}
 	l, held := n.table.Get(key)
 	queued := n.waits.head(key) != nil
-	expired := held && n.leases.remaining(key, l.Ref(), time.Now()) <= 0
+	expired := held && n.leases.remaining(l, time.Now()) <= 0
 	switch {
 	case queued && (!held || l.Owner != owner || expired):
 		// Waiters come first, also before a holder whose lease ran out.
@@ -228,7 +228,7 @@ func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration)
 	}
 	n.mu.Lock()
 	c := fsm.Command{Op: fsm.OpExtend, Key: key, Owner: owner, TTL: uint64(ttl / time.Millisecond)}
-	if l, held := n.table.Get(key); held && n.leases.remaining(key, l.Ref(), time.Now()) <= 0 {
+	if l, held := n.table.Get(key); held && n.leases.remaining(l, time.Now()) <= 0 {
 		ref := l.Ref()
 		c.Lease = &ref
 		c.Waiter = n.headWaiterLocked(key)
@@ -337,7 +337,7 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 	if !held {
 		return Status{}, false, nil
 	}
-	rem := n.leases.remaining(key, l.Ref(), time.Now())
+	rem := n.leases.remaining(l, time.Now())
 	if rem <= 0 && !faultActive("stale-reads") {
 		return Status{}, false, nil
 	}

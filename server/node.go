@@ -84,7 +84,6 @@ func Open(cfg Config) (*Node, error) {
 		table:    fsm.New(),
 		stopCh:   make(chan struct{}),
 		changed:  make(chan struct{}),
-		leases:   newLessor(),
 		quotas:   newQuotas(cfg.Quotas),
 		waits:    newWaitQueues(),
 		live:     make(map[ownerKey]int),
@@ -92,6 +91,7 @@ func Open(cfg Config) (*Node, error) {
 		wake:     make(chan struct{}, 1),
 		metrics:  newMetrics(),
 	}
+	n.leases = newLessor(n.table)
 	if err := n.startRaft(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -142,6 +142,7 @@ func (n *Node) startRaft() error {
 	cfg := n.cfg
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.id)
+	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.Logger = hclog.New(&hclog.LoggerOptions{
@@ -325,7 +326,7 @@ func (n *Node) watchLeadership() {
 			n.mu.Lock()
 			if n.raft.State() == raft.Leader && !n.closed {
 				if !faultActive("skip-lease-restart") {
-					n.leases.restartAll(n.table, time.Now())
+					n.leases.restartAll(time.Now())
 				}
 				n.ready = true
 				n.signalChangedLocked()
@@ -440,6 +441,23 @@ func (m *stateMachine) Apply(l *raft.Log) interface{} {
 	n := (*Node)(m)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.applyLocked(l)
+}
+
+// ApplyBatch makes stateMachine a raft.BatchingFSM: Raft hands it every
+// entry committed together, and the node's lock is taken once for them all.
+func (m *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
+	n := (*Node)(m)
+	out := make([]interface{}, len(logs))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, l := range logs {
+		out[i] = n.applyLocked(l)
+	}
+	return out
+}
+
+func (n *Node) applyLocked(l *raft.Log) interface{} {
 	res := n.table.Apply(l)
 	if r, ok := res.(*fsm.Result); ok {
 		n.metrics.applied(r)
@@ -460,7 +478,7 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	n.quotas.recount(n.table)
 	// Whatever was timed before is void: every lease starts its full TTL.
-	n.leases.restartAll(n.table, time.Now())
+	n.leases.restartAll(time.Now())
 	n.kick()
 	return nil
 }
@@ -480,7 +498,7 @@ func (n *Node) appliedLocked(r *fsm.Result) {
 		if n.ready || !faultActive("skip-lease-restart") {
 			n.leases.set(key, r.Lease, time.Now())
 		}
-		if tl := n.leases.leases[key]; n.ready && tl.deadline.Before(n.armed) {
+		if d, ok := n.leases.deadline(key); ok && n.ready && d.Before(n.armed) {
 			n.kick()
 		}
 	}
