@@ -79,6 +79,8 @@ type RaftResult struct {
 	LogCache         int    `json:"log_cache"`
 	NoSync           bool   `json:"no_sync"`
 	SnapshotThresh   uint64 `json:"snapshot_threshold"`
+	// RaftSet are the raft.Config assignments made to raft.DefaultConfig().
+	RaftSet []string `json:"raft_set,omitempty"`
 
 	Error string `json:"error,omitempty"`
 }

@@ -1,7 +1,9 @@
 // Command raftbench is one node of the bare-raft baseline of `make bench`:
 // hashicorp/raft with the stores and settings fencerd uses (raft-boltdb/v2
 // with fsync on, a LogCache, the TCP transport, file snapshots; see
-// settings.go) and a trivial state machine that counts entries. It shows
+// settings.go: make bench passes the raft.Config settings and LogCache size
+// it reads from server/node.go) and a trivial state machine that counts
+// entries. It shows
 // what raft alone commits on this machine, so that fencer's overhead over
 // it is measured rather than assumed.
 //
@@ -51,9 +53,19 @@ func main() {
 	flag.StringVar(&addr, "raft-addr", "", "raft TCP address to listen on")
 	flag.StringVar(&peers, "peers", "", "every voter as id=addr,id=addr,... (this node included)")
 	flag.IntVar(&s.EntryBytes, "entry-bytes", s.EntryBytes, "bytes of each applied entry")
-	flag.BoolVar(&s.BatchApplyCh, "batch-apply-ch", s.BatchApplyCh, "raft Config.BatchApplyCh")
-	flag.IntVar(&s.MaxAppendEntries, "max-append-entries", s.MaxAppendEntries, "raft Config.MaxAppendEntries")
 	flag.IntVar(&s.LogCache, "log-cache", s.LogCache, "raft.NewLogCache size (0: none)")
+	flag.Func("raft-set", "set a raft.Config field, Field=value (bool, integer, duration, or cfg.Name for server.DefaultConfig()'s field); repeatable, applied in order after the defaults ("+strings.Join(s.RaftSet, ", ")+")", func(v string) error {
+		s.RaftSet = append(s.RaftSet, v)
+		return nil
+	})
+	flag.BoolFunc("batch-apply-ch", "short for --raft-set BatchApplyCh=true (or =false)", func(v string) error {
+		s.RaftSet = append(s.RaftSet, "BatchApplyCh="+v)
+		return nil
+	})
+	flag.Func("max-append-entries", "short for --raft-set MaxAppendEntries=N", func(v string) error {
+		s.RaftSet = append(s.RaftSet, "MaxAppendEntries="+v)
+		return nil
+	})
 	flag.Parse()
 	if id == "" || dir == "" || addr == "" || peers == "" {
 		fmt.Fprintln(os.Stderr, "raftbench: --id, --dir, --raft-addr and --peers are required")
@@ -160,8 +172,9 @@ func (n *node) runCommand(ctx context.Context, args []string) bench.RaftResult {
 func (n *node) run(ctx context.Context, target string, clients int, warmup, dur time.Duration) bench.RaftResult {
 	s := n.settings
 	res := bench.RaftResult{Target: target, Workload: "commits", Clients: clients, Nodes: n.voters,
-		Load1: bench.Load1(), EntryBytes: s.EntryBytes, BatchApplyCh: s.BatchApplyCh,
-		MaxAppendEntries: s.MaxAppendEntries, LogCache: s.LogCache, SnapshotThresh: s.SnapshotThreshold}
+		Load1: bench.Load1(), EntryBytes: s.EntryBytes, BatchApplyCh: n.config.BatchApplyCh,
+		MaxAppendEntries: n.config.MaxAppendEntries, LogCache: s.LogCache,
+		SnapshotThresh: n.config.SnapshotThreshold, RaftSet: s.effectiveRaftSet()}
 	if n.raft.State() != raft.Leader {
 		res.Error = "not the leader"
 		return res

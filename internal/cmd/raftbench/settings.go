@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencerlock/fencer/server"
@@ -12,44 +15,118 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// The settings of server/node.go's startRaft that have no exported source.
-// They are mirrored here; settings_test.go fails when startRaft's differ.
+// The settings of server/node.go's startRaft that have no flag here; the
+// test fails when startRaft's differ.
 const (
-	// logCacheSize is startRaft's raft.NewLogCache size.
-	logCacheSize = 512
 	// transportPool and transportTimeout are startRaft's
 	// raft.NewTCPTransportWithLogger maxPool and timeout.
 	transportPool    = 3
 	transportTimeout = 10 * time.Second
 )
 
-// settings are what a baseline run is configured with; they are printed in
-// its result line.
+// settings are what a baseline node runs with; they are printed in its
+// result line.
 type settings struct {
-	EntryBytes        int
-	BatchApplyCh      bool
-	MaxAppendEntries  int
-	LogCache          int
-	SnapshotThreshold uint64
-	SnapshotInterval  time.Duration
-	SnapshotRetain    int
+	EntryBytes int
+	// LogCache is the raft.NewLogCache size (0: none).
+	LogCache int
+	// RaftSet are raft.Config assignments, "Field=value", applied in order
+	// to raft.DefaultConfig(); a value "cfg.Name" is server.DefaultConfig()'s
+	// field Name (see bench.ServerRaft).
+	RaftSet []string
 }
 
-// defaultSettings are fencerd's: raft.DefaultConfig() changed as startRaft
-// changes it, with server.DefaultConfig()'s snapshot settings.
+// defaultSettings are fencerd's as committed when this was written; make
+// bench passes the ones it reads from server/node.go instead
+// (bench.ReadServerRaft), so that the baseline follows the tree it measures.
 func defaultSettings() settings {
-	rc := raft.DefaultConfig()
-	sc := server.DefaultConfig()
 	return settings{
-		// About the size of one of fencer's acquire entries.
-		EntryBytes:        64,
-		BatchApplyCh:      rc.BatchApplyCh,
-		MaxAppendEntries:  rc.MaxAppendEntries,
-		LogCache:          logCacheSize,
-		SnapshotThreshold: sc.SnapshotThreshold,
-		SnapshotInterval:  sc.SnapshotInterval,
-		SnapshotRetain:    sc.SnapshotRetain,
+		EntryBytes: 64, // about one of fencer's acquire entries
+		LogCache:   512,
+		RaftSet:    []string{"SnapshotThreshold=cfg.SnapshotThreshold", "SnapshotInterval=cfg.SnapshotInterval"},
 	}
+}
+
+// effectiveRaftSet is RaftSet with each field's last assignment only, in
+// the order the fields were first set.
+func (s settings) effectiveRaftSet() []string {
+	var out []string
+	at := map[string]int{}
+	for _, a := range s.RaftSet {
+		field, _, _ := strings.Cut(a, "=")
+		if i, ok := at[field]; ok {
+			out[i] = a
+			continue
+		}
+		at[field] = len(out)
+		out = append(out, a)
+	}
+	return out
+}
+
+// raftConfig builds the node's raft.Config from s.
+func (s settings) raftConfig(id string) (*raft.Config, error) {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(id)
+	for _, a := range s.RaftSet {
+		field, value, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, fmt.Errorf("--raft-set %q: want Field=value", a)
+		}
+		if err := setField(rc, field, value); err != nil {
+			return nil, fmt.Errorf("--raft-set %q: %w", a, err)
+		}
+	}
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	return rc, raft.ValidateConfig(rc)
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// setField sets rc's field to value: a bool, an integer, a duration, or
+// "cfg.Name" for server.DefaultConfig()'s field Name.
+func setField(rc *raft.Config, field, value string) error {
+	f := reflect.ValueOf(rc).Elem().FieldByName(field)
+	if !f.IsValid() || !f.CanSet() {
+		return fmt.Errorf("raft.Config has no field %s", field)
+	}
+	if name, ok := strings.CutPrefix(value, "cfg."); ok {
+		v := reflect.ValueOf(server.DefaultConfig()).FieldByName(name)
+		if !v.IsValid() || !v.Type().AssignableTo(f.Type()) {
+			return fmt.Errorf("server.Config has no field %s of raft.Config.%s's type %s", name, field, f.Type())
+		}
+		f.Set(v)
+		return nil
+	}
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(value)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case f.CanInt():
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || f.OverflowInt(n) {
+			return fmt.Errorf("%q is not a %s", value, f.Type())
+		}
+		f.SetInt(n)
+	case f.CanUint():
+		n, err := strconv.ParseUint(value, 10, 64)
+		if err != nil || f.OverflowUint(n) {
+			return fmt.Errorf("%q is not a %s", value, f.Type())
+		}
+		f.SetUint(n)
+	default:
+		return fmt.Errorf("raft.Config.%s is a %s, which --raft-set cannot set", field, f.Type())
+	}
+	return nil
 }
 
 // node is one raft server of the baseline.
@@ -58,6 +135,7 @@ type node struct {
 	store    *raftboltdb.BoltStore
 	trans    *raft.NetworkTransport
 	settings settings
+	config   *raft.Config
 	voters   int
 }
 
@@ -67,23 +145,19 @@ func open(id, dir, addr string, voters []raft.Server, s settings) (*node, error)
 	if s.EntryBytes < 8 {
 		return nil, fmt.Errorf("--entry-bytes must be at least 8, got %d", s.EntryBytes)
 	}
+	rc, err := s.raftConfig(id)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(id)
-	rc.SnapshotThreshold = s.SnapshotThreshold
-	rc.SnapshotInterval = s.SnapshotInterval
-	rc.BatchApplyCh = s.BatchApplyCh
-	rc.MaxAppendEntries = s.MaxAppendEntries
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
-
 	// Options.NoSync stays false: every append is fsynced, as in fencerd.
 	store, err := raftboltdb.New(raftboltdb.Options{Path: dataPath(dir), BoltOptions: &bbolt.Options{Timeout: time.Second}})
 	if err != nil {
 		return nil, fmt.Errorf("opening raft store: %w", err)
 	}
-	n := &node{store: store, settings: s, voters: len(voters)}
+	n := &node{store: store, settings: s, config: rc, voters: len(voters)}
 	var logs raft.LogStore = store
 	if s.LogCache > 0 {
 		if logs, err = raft.NewLogCache(s.LogCache, store); err != nil {
@@ -91,7 +165,7 @@ func open(id, dir, addr string, voters []raft.Server, s settings) (*node, error)
 			return nil, err
 		}
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, s.SnapshotRetain, rc.Logger.Named("snapshot"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, server.DefaultConfig().SnapshotRetain, rc.Logger.Named("snapshot"))
 	if err != nil {
 		store.Close()
 		return nil, err
