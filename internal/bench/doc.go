@@ -1,0 +1,19 @@
+// Package bench is the measuring harness of `fencer bench` and `make bench`
+// (docs/performance.md).
+//
+// Run drives a fencer cluster with peerbench's two lock workloads
+// (uncontended and contended) over plain RESP, one connection per client
+// goroutine, a fresh owner per acquire, and returns a Result whose JSON
+// fields are exactly peerbench's, with the same safety checks (overlaps,
+// token regressions). StartFencer and StartRaft start real processes on
+// loopback: fencerd clusters, and the bare-raft baseline
+// (internal/cmd/raftbench) that runs on the raft settings ReadServerRaft
+// reads from server/node.go. Procs owns every child process, each in its
+// own process group, and stops them all. Table renders result lines of any
+// source (fencer, peerbench, the baseline) as one Markdown table with the
+// ratios issue 8 asks for.
+//
+// The figures are only as good as the machine is quiet: every result line
+// carries the harness's own CPU and the whole machine's, so that a reader
+// can tell a latency-bound figure from a CPU-bound one.
+package bench
