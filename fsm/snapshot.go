@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/raft"
 )
@@ -95,7 +97,7 @@ func (s *tableSnapshot) Release() {}
 // the leases sorted by key, the remembered releases in the order they were
 // remembered, then the members' client addresses sorted by node ID. The same table always gives the same bytes.
 func (s *tableSnapshot) writeTo(w io.Writer) error {
-	sort.Slice(s.locks, func(i, j int) bool { return s.locks[i].key < s.locks[j].key })
+	slices.SortFunc(s.locks, func(a, b keyedLease) int { return strings.Compare(a.key, b.key) })
 	buf := make([]byte, 0, 64<<10)
 	buf = append(buf, snapshotMagic...)
 	buf = append(buf, snapshotVersion)
@@ -199,6 +201,10 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 	nLocks := d.uvarint()
 	if d.err == nil && nLocks > uint64(len(d.b)) {
 		return nil, fmt.Errorf("%w: %d leases in %d bytes", ErrBadSnapshot, nLocks, len(d.b))
+	}
+	if d.err == nil {
+		// A lease takes at least 5 bytes, so this is bounded by the input.
+		t.locks = make(map[string]*Lease, min(nLocks, uint64(len(d.b))/5))
 	}
 	for i := uint64(0); i < nLocks && d.err == nil; i++ {
 		key := d.string()

@@ -66,7 +66,9 @@ type Config struct {
 
 	// SnapshotThreshold is how many log entries are written between
 	// snapshots; SnapshotInterval is how often Raft checks. The defaults are
-	// Raft's: 8192 and 120s.
+	// 8192 (Raft's) and 10s (Raft's is 120s): a restart replays the entries
+	// since the last snapshot one by one, about 70,000 a second, so the
+	// check comes often; a snapshot is taken only past the threshold.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	// SnapshotRetain is how many snapshots are kept on disk. The default is 2.
@@ -92,7 +94,7 @@ func DefaultConfig() Config {
 		MaxOwnerLen:       1024,
 		MaxLocks:          1000000,
 		SnapshotThreshold: 8192,
-		SnapshotInterval:  120 * time.Second,
+		SnapshotInterval:  10 * time.Second,
 		SnapshotRetain:    2,
 		RaftLogLevel:      "warn",
 	}

@@ -254,8 +254,9 @@ func (n *Node) clientAddrOf(id string) string {
 
 // Close stops the node: a leader of a cluster with other voters first hands
 // leadership to one of them (bounded by shutdownTransferTimeout); then it
-// answers every waiter, shuts Raft down and closes its stores. It is safe to
-// call more than once.
+// answers every waiter, takes a snapshot if the log grew far past the last
+// one (so the next start is quick), shuts Raft down and closes its stores.
+// It is safe to call more than once.
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -276,6 +277,7 @@ func (n *Node) Close() error {
 	n.signalChangedLocked()
 	n.mu.Unlock()
 	close(n.stopCh)
+	n.snapshotBeforeStop()
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()
 	n.closeStores()

@@ -3,10 +3,13 @@ package server
 import (
 	"bytes"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,4 +73,33 @@ func TestCloseOnLoneLeaderDoesNotTransfer(t *testing.T) {
 	require.NoError(t, n.Close())
 	assert.Less(t, time.Since(start), 2*time.Second)
 	assert.NotContains(t, logs.String(), "leadership transfer")
+}
+
+// Close takes a snapshot when the log has grown far past the last one, so
+// that the next start restores it instead of replaying every entry.
+func TestCloseSnapshotsALongLog(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir, func(c *Config) { c.SnapshotThreshold = 1 << 30 })
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < shutdownSnapshotMin+100; i += 64 {
+				mustAcquire(t, n, "k"+strconv.Itoa(i), "o", time.Hour)
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, n.Close())
+
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
+	require.NoError(t, err)
+	list, err := snaps.List()
+	require.NoError(t, err)
+	require.NotEmpty(t, list, "no snapshot taken at Close")
+	assert.GreaterOrEqual(t, list[0].Index, uint64(shutdownSnapshotMin+100))
+
+	n = openNode(t, dir, func(c *Config) { c.SnapshotThreshold = 1 << 30 })
+	assert.Equal(t, shutdownSnapshotMin+100, n.table.Len())
 }
