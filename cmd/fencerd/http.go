@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/fencerlock/fencer/server"
@@ -43,11 +44,23 @@ func listenHTTP(o options, logger *slog.Logger) (net.Listener, error) {
 
 // serveHTTP serves the node's /metrics, /healthz and /readyz on ln until the
 // returned server is closed. It returns nil if ln is nil.
-func serveHTTP(ln net.Listener, node *server.Node, logger *slog.Logger) *http.Server {
+// With withPprof it also serves Go's profiles under /debug/pprof/.
+func serveHTTP(ln net.Listener, node *server.Node, logger *slog.Logger, withPprof bool) *http.Server {
 	if ln == nil {
 		return nil
 	}
-	srv := &http.Server{Handler: node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second}
+	handler := node.HTTPHandler()
+	if withPprof {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		handler = mux
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("HTTP server stopped", "err", err)

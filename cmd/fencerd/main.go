@@ -43,7 +43,7 @@ type options struct {
 	requirePass, usersFile, forwardUser            string
 	protectedMode                                  bool
 	tlsCert, tlsKey, tlsCA                         string
-	tlsAuthClients, raftTLS                        bool
+	tlsAuthClients, raftTLS, pprof                 bool
 }
 
 func newCommand() *cobra.Command {
@@ -72,6 +72,7 @@ Try it with redis-cli:
 	f.StringVar(&o.advertise, "advertise", "", "client address other nodes and clients use for this node (default: --listen)")
 	f.StringSliceVar(&o.join, "join", nil, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
 	f.StringVar(&o.raftListen, "raft-listen", "", "Raft address (default: the --listen host, port + 1)")
+	f.BoolVar(&o.pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (for performance work; keep that port private)")
 	f.StringVar(&o.httpListen, "http-listen", "", `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
 	f.StringVar(&o.restore, "restore", "", "seed a new one-node cluster from a file written by 'fencer snapshot save' (needs an empty --data-dir; see docs/operations.md)")
 	f.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-listen)")
@@ -235,7 +236,7 @@ func run(ctx context.Context, o options) error {
 		_ = node.Close()
 		return err
 	}
-	httpSrv := serveHTTP(httpLn, node, logger)
+	httpSrv := serveHTTP(httpLn, node, logger, o.pprof)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- bridge.Serve(ln) }()
 	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", cfg.DataDir)
