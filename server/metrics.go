@@ -29,6 +29,22 @@ type metrics struct {
 	// batch with an fsync, so this is the disk's sync latency plus bolt's
 	// own work.
 	fsync prometheus.Histogram
+	// ops are the series of each op, resolved once: observe runs on every
+	// request.
+	ops map[string]*opSeries
+}
+
+// opSeries are one op's request counters by outcome and its latency.
+type opSeries struct {
+	ok, notOK, failed prometheus.Counter
+	latency           prometheus.Observer
+}
+
+// opOutcomes names each op's outcomes: served with a yes, with a no.
+var opOutcomes = map[string][2]string{
+	"acquire": {"granted", "not_granted"},
+	"extend":  {"extended", "not_holder"},
+	"release": {"released", "not_holder"},
 }
 
 // raftStates are the states reported by fencer_raft_state.
@@ -62,8 +78,14 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.expiries, m.leaderChanges, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, op := range []string{"acquire", "extend", "release"} {
-		m.latency.WithLabelValues(op)
+	m.ops = make(map[string]*opSeries, len(opOutcomes))
+	for op, out := range opOutcomes {
+		m.ops[op] = &opSeries{
+			ok:      m.requests.WithLabelValues(op, out[0]),
+			notOK:   m.requests.WithLabelValues(op, out[1]),
+			failed:  m.requests.WithLabelValues(op, "error"),
+			latency: m.latency.WithLabelValues(op),
+		}
 	}
 	return m
 }
@@ -132,18 +154,16 @@ func (m *metrics) observe(op string, start time.Time, ok bool, err error) {
 	if errors.Is(err, ErrNotLeader) {
 		return
 	}
-	outcome := "error"
+	s := m.ops[op]
 	switch {
 	case err != nil:
+		s.failed.Inc()
 	case ok:
-		outcome = map[string]string{"acquire": "granted", "extend": "extended", "release": "released"}[op]
-	case op == "acquire":
-		outcome = "not_granted"
+		s.ok.Inc()
 	default:
-		outcome = "not_holder"
+		s.notOK.Inc()
 	}
-	m.requests.WithLabelValues(op, outcome).Inc()
-	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	s.latency.Observe(time.Since(start).Seconds())
 }
 
 // applied records what an applied entry did.

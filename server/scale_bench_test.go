@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -30,6 +31,8 @@ func BenchmarkMillionLocks(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// As fencerd runs (cmd/fencerd: defaultGCPercent).
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	dir := b.TempDir()
 	n := openNode(b, dir)
 	ctx := context.Background()

