@@ -34,6 +34,11 @@ type Config struct {
 	// existing cluster (Node.Join on its leader) instead of bootstrapping a
 	// new one. With existing state it has no effect.
 	Join bool
+	// LogStore is the Raft log store of a new data directory: LogStoreWAL
+	// (raft-wal, the default when empty) or LogStoreBolt (raft-boltdb). A
+	// directory that already has a store keeps using it; naming the other
+	// kind for it is an error.
+	LogStore string
 	// Transport, if set, replaces the TCP transport on RaftAddr; tests use
 	// raft's in-memory transport. The node closes it if it is io.Closer.
 	Transport raft.Transport
@@ -115,6 +120,9 @@ func (c *Config) Validate() error {
 		bad("ClientAddr", "%v", err)
 	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		bad("ClientAddr", "%q is not an address others can dial", c.ClientAddr)
+	}
+	if c.LogStore != "" && c.LogStore != LogStoreWAL && c.LogStore != LogStoreBolt {
+		bad("LogStore", "%q is not %q or %q", c.LogStore, LogStoreWAL, LogStoreBolt)
 	}
 	if c.Transport != nil {
 		return errors.Join(errs...)

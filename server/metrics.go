@@ -25,9 +25,9 @@ type metrics struct {
 	expiries prometheus.Counter
 	// leaderChanges counts leader changes this node observed.
 	leaderChanges prometheus.Counter
-	// fsync times the log store's writes of new entries: bolt commits each
-	// batch with an fsync, so this is the disk's sync latency plus bolt's
-	// own work.
+	// fsync times the log store's writes of new entries: each batch is
+	// fsynced, so this is the disk's sync latency plus the store's own
+	// work.
 	fsync prometheus.Histogram
 	// ops are the series of each op, resolved once: observe runs on every
 	// request.
@@ -72,7 +72,7 @@ func newMetrics() *metrics {
 		}),
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fencer_log_store_write_seconds",
-			Help:    "Time to write and fsync a batch of Raft log entries to the bolt log store.",
+			Help:    "Time to write and fsync a batch of Raft log entries to the log store.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
@@ -197,6 +197,14 @@ func (n *Node) watchLeaderChanges() {
 type timedLogStore struct {
 	raft.LogStore
 	h prometheus.Histogram
+}
+
+// IsMonotonic passes on the store's raft.MonotonicLogStore answer: raft-wal
+// refuses a gap in the log, so Raft must clear the log, not leave a gap,
+// after restoring a snapshot (FENCE.SNAPSHOT restore). Hiding it broke that.
+func (s timedLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 func (s timedLogStore) StoreLog(l *raft.Log) error {

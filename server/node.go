@@ -18,8 +18,6 @@ import (
 	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // nodeIDFile holds the generated node ID inside the data directory.
@@ -34,7 +32,8 @@ type Node struct {
 	raft   *raft.Raft
 	table  *fsm.Table
 	trans  raft.Transport
-	store  *raftboltdb.BoltStore
+	store  RaftStore
+	lock   *os.File // the data dir's lock
 	stopCh chan struct{}
 	wg     sync.WaitGroup
 	// hadState reports that DataDir held Raft state when the node opened.
@@ -73,13 +72,19 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	id, err := nodeID(cfg.DataDir, cfg.ID)
 	if err != nil {
+		_ = lock.Close()
 		return nil, err
 	}
 	n := &Node{
 		cfg:      cfg,
 		id:       id,
+		lock:     lock,
 		log:      logger.With("node", id),
 		table:    fsm.New(),
 		stopCh:   make(chan struct{}),
@@ -151,13 +156,13 @@ func (n *Node) startRaft() error {
 		Output: os.Stderr,
 	})
 
-	dbPath := filepath.Join(cfg.DataDir, "raft.db")
-	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: time.Second}})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return fmt.Errorf("%w: %s is locked by another process", ErrDataDirInUse, dbPath)
-	}
+	kind, err := StoreKind(cfg.DataDir, cfg.LogStore)
 	if err != nil {
-		return fmt.Errorf("server: opening raft store: %w", err)
+		return err
+	}
+	store, err := OpenRaftStore(cfg.DataDir, kind)
+	if err != nil {
+		return err
 	}
 	n.store = store
 	logs, err := raft.NewLogCache(512, timedLogStore{store, n.metrics.fsync})
@@ -291,6 +296,7 @@ func (n *Node) closeStores() {
 	if n.store != nil {
 		_ = n.store.Close()
 	}
+	_ = n.lock.Close()
 }
 
 // signalChangedLocked wakes everyone waiting for a leadership change.

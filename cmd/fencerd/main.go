@@ -40,7 +40,7 @@ func main() {
 
 type options struct {
 	id, dataDir, listen, raftListen, raftAdvertise string
-	advertise, httpListen, restore                 string
+	advertise, httpListen, restore, logStore       string
 	join                                           []string
 	logLevel, raftLogLevel                         string
 	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
@@ -84,6 +84,7 @@ Try it with redis-cli:
 	f.StringSliceVar(&o.join, "join", nil, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
 	f.StringVar(&o.raftListen, "raft-listen", "", "Raft address (default: the --listen host, port + 1)")
 	f.BoolVar(&o.pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (for performance work; keep that port private)")
+	f.StringVar(&o.logStore, "log-store", "", `Raft log store of a new data dir: "wal" (raft-wal, one fsync per batch; the default) or "bolt" (raft-boltdb, two); a data dir keeps the store it has, and naming the other is an error`)
 	f.StringVar(&o.httpListen, "http-listen", "", `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
 	f.StringVar(&o.restore, "restore", "", "seed a new one-node cluster from a file written by 'fencer snapshot save' (needs an empty --data-dir; see docs/operations.md)")
 	f.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address other nodes dial (default: --raft-listen)")
@@ -146,6 +147,12 @@ func run(ctx context.Context, o options) error {
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
 	cfg.SnapshotThreshold, cfg.SnapshotInterval = o.snapshotThreshold, o.snapshotInterval
 	cfg.MaxLocks = o.maxLocks
+	if kind, err := server.StoreKind(o.dataDir, o.logStore); err == nil {
+		// A data dir with a store keeps it; the flag only picks a new one.
+		cfg.LogStore = kind
+	} else {
+		return err
+	}
 	if cfg.RaftAddr == "" {
 		a, err := raftAddrFor(o.listen)
 		if err != nil {

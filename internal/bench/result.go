@@ -78,6 +78,7 @@ type RaftResult struct {
 	MaxAppendEntries int    `json:"max_append_entries"`
 	LogCache         int    `json:"log_cache"`
 	NoSync           bool   `json:"no_sync"`
+	LogStore         string `json:"log_store"`
 	SnapshotThresh   uint64 `json:"snapshot_threshold"`
 	// RaftSet are the raft.Config assignments made to raft.DefaultConfig().
 	RaftSet []string `json:"raft_set,omitempty"`

@@ -1,6 +1,6 @@
 // Command raftbench is one node of the bare-raft baseline of `make bench`:
-// hashicorp/raft with the stores and settings fencerd uses (raft-boltdb/v2
-// with fsync on, a LogCache, the TCP transport, file snapshots; see
+// hashicorp/raft with the stores and settings fencerd uses (its log store,
+// server.OpenRaftStore, fsync on; a LogCache, the TCP transport, file snapshots; see
 // settings.go: make bench passes the raft.Config settings and LogCache size
 // it reads from server/node.go) and a trivial state machine that counts
 // entries. It shows
@@ -33,7 +33,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,11 +48,12 @@ func main() {
 	s := defaultSettings()
 	var id, dir, addr, peers string
 	flag.StringVar(&id, "id", "", "this node's raft ID (one of --peers)")
-	flag.StringVar(&dir, "dir", "", "data directory (raft.db and snapshots)")
+	flag.StringVar(&dir, "dir", "", "data directory (log store and snapshots)")
 	flag.StringVar(&addr, "raft-addr", "", "raft TCP address to listen on")
 	flag.StringVar(&peers, "peers", "", "every voter as id=addr,id=addr,... (this node included)")
 	flag.IntVar(&s.EntryBytes, "entry-bytes", s.EntryBytes, "bytes of each applied entry")
 	flag.IntVar(&s.LogCache, "log-cache", s.LogCache, "raft.NewLogCache size (0: none)")
+	flag.StringVar(&s.LogStore, "log-store", s.LogStore, `log store of a new data directory: "wal" or "bolt" (default: fencerd's, wal)`)
 	flag.Func("raft-set", "set a raft.Config field, Field=value (bool, integer, duration, or cfg.Name for server.DefaultConfig()'s field); repeatable, applied in order after the defaults ("+strings.Join(s.RaftSet, ", ")+")", func(v string) error {
 		s.RaftSet = append(s.RaftSet, v)
 		return nil
@@ -173,7 +173,7 @@ func (n *node) run(ctx context.Context, target string, clients int, warmup, dur 
 	s := n.settings
 	res := bench.RaftResult{Target: target, Workload: "commits", Clients: clients, Nodes: n.voters,
 		Load1: bench.Load1(), EntryBytes: s.EntryBytes, BatchApplyCh: n.config.BatchApplyCh,
-		MaxAppendEntries: n.config.MaxAppendEntries, LogCache: s.LogCache,
+		MaxAppendEntries: n.config.MaxAppendEntries, LogCache: s.LogCache, LogStore: n.kind,
 		SnapshotThresh: n.config.SnapshotThreshold, RaftSet: s.effectiveRaftSet()}
 	if n.raft.State() != raft.Leader {
 		res.Error = "not the leader"
@@ -302,6 +302,3 @@ func (s counterSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (counterSnapshot) Release() {}
-
-// dataPath is where a node keeps its raft log and stable store.
-func dataPath(dir string) string { return filepath.Join(dir, "raft.db") }

@@ -11,8 +11,6 @@ import (
 	"github.com/fencerlock/fencer/server"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // The settings of server/node.go's startRaft that have no flag here; the
@@ -34,6 +32,9 @@ type settings struct {
 	// to raft.DefaultConfig(); a value "cfg.Name" is server.DefaultConfig()'s
 	// field Name (see bench.ServerRaft).
 	RaftSet []string
+	// LogStore is the log store kind (server.LogStoreWAL or LogStoreBolt;
+	// empty: fencerd's default for a new data directory).
+	LogStore string
 }
 
 // defaultSettings are fencerd's as committed when this was written; make
@@ -132,7 +133,8 @@ func setField(rc *raft.Config, field, value string) error {
 // node is one raft server of the baseline.
 type node struct {
 	raft     *raft.Raft
-	store    *raftboltdb.BoltStore
+	store    server.RaftStore
+	kind     string
 	trans    *raft.NetworkTransport
 	settings settings
 	config   *raft.Config
@@ -152,12 +154,16 @@ func open(id, dir, addr string, voters []raft.Server, s settings) (*node, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	// Options.NoSync stays false: every append is fsynced, as in fencerd.
-	store, err := raftboltdb.New(raftboltdb.Options{Path: dataPath(dir), BoltOptions: &bbolt.Options{Timeout: time.Second}})
+	// The store fencerd opens, the same way (every append fsynced).
+	kind, err := server.StoreKind(dir, s.LogStore)
+	if err != nil {
+		return nil, err
+	}
+	store, err := server.OpenRaftStore(dir, kind)
 	if err != nil {
 		return nil, fmt.Errorf("opening raft store: %w", err)
 	}
-	n := &node{store: store, settings: s, config: rc, voters: len(voters)}
+	n := &node{store: store, kind: kind, settings: s, config: rc, voters: len(voters)}
 	var logs raft.LogStore = store
 	if s.LogCache > 0 {
 		if logs, err = raft.NewLogCache(s.LogCache, store); err != nil {
