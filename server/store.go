@@ -53,6 +53,14 @@ type RaftStore interface {
 func StoreKind(dir, want string) (string, error) {
 	_, errBolt := os.Stat(filepath.Join(dir, boltFile))
 	_, errWAL := os.Stat(filepath.Join(dir, walDir))
+	// Only "does not exist" means absent: guessing on another error (EIO)
+	// could start a fresh store beside one that holds this node's term,
+	// vote and log.
+	for _, err := range []error{errBolt, errWAL} {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("server: data dir %s: %w", dir, err)
+		}
+	}
 	have := ""
 	switch {
 	case errBolt == nil && errWAL == nil:
@@ -106,9 +114,10 @@ func OpenRaftStore(dir, kind string) (RaftStore, error) {
 	return nil, invalid("log store %q is not %q or %q", kind, LogStoreWAL, LogStoreBolt)
 }
 
-// walStore closes the WAL's meta database too, which raft-wal v0.4.0's
-// Close leaves open (a reopen in the same process then waits on bbolt's
-// file lock forever).
+// walStore makes sure Close closes the WAL's meta database too: raft-wal
+// v0.4.0's Close left it open (a reopen in the same process then waited on
+// bbolt's file lock forever). v0.4.2 closes it itself; a second close does
+// nothing.
 type walStore struct {
 	*wal.WAL
 	meta *metadb.BoltMetaDB

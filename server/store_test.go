@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -74,4 +75,35 @@ func TestStoreKind(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, boltFile), nil, 0o600))
 	_, err = StoreKind(dir, "")
 	assert.ErrorContains(t, err, "has both")
+}
+
+// A follower cuts a conflicting log tail (DeleteRange of a suffix) after a
+// leader change; the store must still read its log after a restart.
+// raft-wal v0.4.0 failed this ("sealed segment has no index block", and
+// Raft panics at start); v0.4.1 fixed it.
+func TestWALReadsAfterTailTruncationAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenRaftStore(dir, LogStoreWAL)
+	require.NoError(t, err)
+	var logs []*raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("entry")})
+	}
+	require.NoError(t, s.StoreLogs(logs))
+	require.NoError(t, s.DeleteRange(9, 10))
+	require.NoError(t, s.StoreLog(&raft.Log{Index: 9, Term: 2, Type: raft.LogCommand, Data: []byte("new")}))
+	require.NoError(t, s.Close())
+
+	s, err = OpenRaftStore(dir, LogStoreWAL)
+	require.NoError(t, err)
+	defer s.Close()
+	var l raft.Log
+	require.NoError(t, s.GetLog(5, &l))
+	assert.Equal(t, []byte("entry"), l.Data)
+	require.NoError(t, s.GetLog(9, &l))
+	assert.Equal(t, uint64(2), l.Term)
+	last, err := s.LastIndex()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(9), last)
+	require.NoError(t, s.StoreLog(&raft.Log{Index: 10, Term: 2, Type: raft.LogCommand, Data: []byte("more")}))
 }
