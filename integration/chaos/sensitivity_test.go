@@ -35,14 +35,19 @@ func TestSensitivityStaleReads(t *testing.T) {
 // does not restart every lease at its full TTL (and followers record no
 // deadlines to fall back on), so it frees inherited leases at once. The
 // early-expiry checker must catch a lock granted again before the previous
-// holder's lease could end.
+// holder's lease could end. Only a failover faster than the 1.2 s leases
+// can show it (a kill or a partition takes 1.3-3 s to elect a new leader,
+// by which time every inherited lease has run out anyway), so the faults
+// are leader transfers, each a handover in tens of milliseconds. (With
+// kills and partitions in the deck too, a run could draw a single transfer
+// and miss it.)
 func TestSensitivitySkipLeaseRestart(t *testing.T) {
 	requireRoot(t)
 	r := runCampaign(t, campaign{
 		nodes: 3, duration: 40 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
 		bin: faultyBin, env: []string{"FENCER_FAULTS=skip-lease-restart"},
 		workloads: []workloadKind{wlExpiry},
-		kinds:     []faultKind{killLeader, pauseLeaderLong, isolateLeader, transferLeader},
+		kinds:     []faultKind{transferLeader},
 	})
 	if v := r.violations("no early expiry"); len(v) == 0 {
 		t.Fatal("the early-expiry checker found nothing wrong with skip-lease-restart")
