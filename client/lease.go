@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -41,7 +41,7 @@ func WithAutoRenew() LeaseOption {
 // WithOwner sets the owner value sent to the server instead of a random one.
 // It must be unique per lease: the server refuses an acquire by an owner
 // whose release of the same lock it remembers, and treats two holders with
-// the same owner as one. The default is 16 random bytes, base64-encoded.
+// the same owner as one. The default is 16 random bytes in hex.
 func WithOwner(owner string) LeaseOption {
 	return func(c *leaseConfig) { c.owner = owner }
 }
@@ -127,13 +127,15 @@ func (c *Client) acquireLease(ctx context.Context, name string, wait bool, opts 
 	return l, nil
 }
 
-// randomOwner returns 16 random bytes, base64-encoded.
+// randomOwner returns 16 random bytes in hex. (Not base64: the fencer CLI
+// prints the owner for the user to pass back as an argument, and one that
+// began with '-' read as a flag.)
 func randomOwner() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("client: generating an owner: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Name returns the lock's name.

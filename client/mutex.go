@@ -62,8 +62,8 @@ func WithDriftFactor(factor float64) MutexOption {
 
 // WithGenValueFunc sets the function that makes the value (the owner) for
 // each Lock. Every value must be unique: the server refuses an owner whose
-// release of the lock it remembers. The default makes 16 random bytes,
-// base64-encoded.
+// release of the lock it remembers. The default makes 16 random bytes in
+// hex.
 func WithGenValueFunc(genValue func() (string, error)) MutexOption {
 	return func(m *Mutex) { m.genValue = genValue }
 }
