@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,18 +74,13 @@ func (a *app) extendCommand() *cobra.Command {
 (exit status 1) if OWNER no longer holds the lock.`,
 		Args: args(2, "the lock's NAME and the OWNER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
+			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
+				ok, err := c.NewMutex(args[0], client.WithValue(args[1]), client.WithExpiry(ttl)).ExtendContext(ctx)
+				if !ok && errors.Is(err, client.ErrLeaseLost) {
+					return fmt.Errorf("%q does not hold %q", args[1], args[0])
+				}
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := a.requestContext(cmd)
-			defer cancel()
-			ok, err := c.NewMutex(args[0], client.WithValue(args[1]), client.WithExpiry(ttl)).ExtendContext(ctx)
-			if !ok && errors.Is(err, client.ErrLeaseLost) {
-				return fmt.Errorf("%q does not hold %q", args[1], args[0])
-			}
-			return err
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "new time to live of the lease")
@@ -100,18 +96,13 @@ Releasing again succeeds. It fails (exit status 1) if OWNER neither holds the
 lock nor released it last.`,
 		Args: args(2, "the lock's NAME and the OWNER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
+			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
+				ok, err := c.NewMutex(args[0], client.WithValue(args[1])).UnlockContext(ctx)
+				if !ok && errors.Is(err, client.ErrLeaseLost) {
+					return fmt.Errorf("%q does not hold %q", args[1], args[0])
+				}
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := a.requestContext(cmd)
-			defer cancel()
-			ok, err := c.NewMutex(args[0], client.WithValue(args[1])).UnlockContext(ctx)
-			if !ok && errors.Is(err, client.ErrLeaseLost) {
-				return fmt.Errorf("%q does not hold %q", args[1], args[0])
-			}
-			return err
+			})
 		},
 	}
 }
@@ -125,23 +116,18 @@ func (a *app) statusCommand() *cobra.Command {
 clock).`,
 		Args: args(1, "the lock's NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := a.requestContext(cmd)
-			defer cancel()
-			s, held, err := c.Status(ctx, args[0])
-			switch {
-			case err != nil:
-				return err
-			case !held:
-				fmt.Fprintln(a.stdout, "free")
-			default:
-				fmt.Fprintf(a.stdout, "owner=%s token=%d remaining=%v\n", shellQuote(s.Owner), s.Token, s.Remaining)
-			}
-			return nil
+			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
+				s, held, err := c.Status(ctx, args[0])
+				switch {
+				case err != nil:
+					return err
+				case !held:
+					fmt.Fprintln(a.stdout, "free")
+				default:
+					fmt.Fprintf(a.stdout, "owner=%s token=%d remaining=%v\n", shellQuote(s.Owner), s.Token, s.Remaining)
+				}
+				return nil
+			})
 		},
 	}
 }
@@ -152,23 +138,18 @@ func (a *app) membersCommand() *cobra.Command {
 		Short: "List the cluster's members",
 		Args:  args(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := a.requestContext(cmd)
-			defer cancel()
-			ms, err := c.Members(ctx)
-			if err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tRAFT ADDRESS\tCLIENT ADDRESS\tROLE")
-			for _, m := range ms {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), m.Role)
-			}
-			return w.Flush()
+			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
+				ms, err := c.Members(ctx)
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tRAFT ADDRESS\tCLIENT ADDRESS\tROLE")
+				for _, m := range ms {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), m.Role)
+				}
+				return w.Flush()
+			})
 		},
 	}
 }
@@ -181,14 +162,9 @@ func (a *app) joinCommand() *cobra.Command {
 at CLIENT-ADDR, to the cluster as a voter. fencerd --join does this itself.`,
 		Args: args(3, "ID, RAFT-ADDR and CLIENT-ADDR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := contextTimeout(cmd.Context(), max(a.timeout, 30*time.Second))
-			defer cancel()
-			return c.Join(ctx, args[0], args[1], args[2])
+			return a.withClient(cmd, a.adminBound(), func(ctx context.Context, c *client.Client) error {
+				return c.Join(ctx, args[0], args[1], args[2])
+			})
 		},
 	}
 }
@@ -199,14 +175,9 @@ func (a *app) removeCommand() *cobra.Command {
 		Short: "Remove a node from the cluster",
 		Args:  args(1, "the node's ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := contextTimeout(cmd.Context(), max(a.timeout, 30*time.Second))
-			defer cancel()
-			return c.Remove(ctx, args[0])
+			return a.withClient(cmd, a.adminBound(), func(ctx context.Context, c *client.Client) error {
+				return c.Remove(ctx, args[0])
+			})
 		},
 	}
 }

@@ -192,7 +192,26 @@ func (a *app) client() (*client.Client, error) {
 // after --timeout of failures; this bound only catches an attempt that
 // hangs beyond it.
 func (a *app) requestContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), a.timeout+a.requestTimeout())
+	return context.WithTimeout(cmd.Context(), a.requestBound())
+}
+
+// requestBound is requestContext's bound.
+func (a *app) requestBound() time.Duration { return a.timeout + a.requestTimeout() }
+
+// adminBound bounds a membership change, which may wait for a catch-up.
+func (a *app) adminBound() time.Duration { return max(a.timeout, 30*time.Second) }
+
+// withClient runs fn with a new client, closed after it, and cmd's context
+// bounded by limit.
+func (a *app) withClient(cmd *cobra.Command, limit time.Duration, fn func(context.Context, *client.Client) error) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), limit)
+	defer cancel()
+	return fn(ctx, c)
 }
 
 // requestTimeout bounds one attempt at one node.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/fencerlock/fencer/client"
 	"github.com/spf13/cobra"
 )
 
@@ -22,22 +24,17 @@ func (a *app) snapshotCommand() *cobra.Command {
 cluster from it with: fencerd --restore FILE --data-dir EMPTY-DIR ...`,
 		Args: args(1, "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := a.requestContext(cmd)
-			defer cancel()
-			data, err := c.Snapshot(ctx)
-			if err != nil {
-				return err
-			}
-			if err := writeFileSynced(args[0], data); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "saved %d bytes to %s\n", len(data), args[0])
-			return nil
+			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
+				data, err := c.Snapshot(ctx)
+				if err != nil {
+					return err
+				}
+				if err := writeFileSynced(args[0], data); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "saved %d bytes to %s\n", len(data), args[0])
+				return nil
+			})
 		},
 	})
 	return cmd
