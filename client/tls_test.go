@@ -2,14 +2,8 @@ package client_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -17,67 +11,19 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/client"
+	"github.com/fencerlock/fencer/internal/testca"
 	"github.com/fencerlock/fencer/redisbridge"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fencer test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue makes a certificate for 127.0.0.1 and the name "fencer.test",
-// usable by servers and clients.
-func (ca *testCA) issue(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "node"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"fencer.test"},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // mtlsNode starts a node that serves RESP over mutual TLS, as fencerd
 // --tls-cert-file --tls-key-file --tls-ca-cert-file (--tls-auth-clients is
 // on by default), and returns its address and the client configuration that
 // gets through.
-func mtlsNode(t *testing.T, ca *testCA) (string, *tls.Config) {
+func mtlsNode(t *testing.T, ca *testca.CA) (string, *tls.Config) {
 	t.Helper()
-	good := &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t)}}
+	good := &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}
 	addr, _ := secureNode(t, func(c *redisbridge.Config) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t)}, ClientCAs: ca.pool,
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
 			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	}, client.WithTLS(good))
 	return addr, good
@@ -85,7 +31,7 @@ func mtlsNode(t *testing.T, ca *testCA) (string, *tls.Config) {
 
 func TestTLSClientGetsALock(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
+	ca := testca.New(t, "fencer test CA")
 	addr, good := mtlsNode(t, ca)
 	c := clientOf(t, []string{addr}, client.WithTLS(good))
 	l, err := c.TryAcquire(ctxT(t, 10*time.Second), "tls/lease", client.WithAutoRenew(), client.WithTTL(time.Second))
@@ -124,7 +70,7 @@ func TestTLSClientGetsALock(t *testing.T) {
 // TLS runs over the connections of WithDialer.
 func TestTLSOverWithDialer(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
+	ca := testca.New(t, "fencer test CA")
 	addr, good := mtlsNode(t, ca)
 	var dials atomic.Int32
 	d := &net.Dialer{}
@@ -145,7 +91,7 @@ func TestTLSOverWithDialer(t *testing.T) {
 // naming the cause; they are not taken for a node that is down.
 func TestTLSRefusedFailsFast(t *testing.T) {
 	t.Parallel()
-	ca, foreign := newTestCA(t), newTestCA(t)
+	ca, foreign := testca.New(t, "fencer test CA"), testca.New(t, "fencer test CA")
 	addr, _ := mtlsNode(t, ca)
 	for _, tc := range []struct {
 		name  string
@@ -153,11 +99,11 @@ func TestTLSRefusedFailsFast(t *testing.T) {
 		cfg   *tls.Config
 		cause string
 	}{
-		{"no client certificate", addr, &tls.Config{RootCAs: ca.pool}, "certificate required"},
-		{"client certificate from another CA", addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{foreign.issue(t)}}, "tls: "},
-		{"server certificate from an unknown CA", addr, &tls.Config{RootCAs: foreign.pool, Certificates: []tls.Certificate{ca.issue(t)}}, "unknown authority"},
-		{"wrong server name", addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t)}, ServerName: "other.test"}, "other.test"},
-		{"server without TLS", addrs[0], &tls.Config{RootCAs: ca.pool}, "tls: "},
+		{"no client certificate", addr, &tls.Config{RootCAs: ca.Pool}, "certificate required"},
+		{"client certificate from another CA", addr, &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{foreign.Issue(t, "node")}}, "tls: "},
+		{"server certificate from an unknown CA", addr, &tls.Config{RootCAs: foreign.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}, "unknown authority"},
+		{"wrong server name", addr, &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}, ServerName: "other.test"}, "other.test"},
+		{"server without TLS", addrs[0], &tls.Config{RootCAs: ca.Pool}, "tls: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := clientOf(t, []string{tc.addr}, client.WithTLS(tc.cfg), client.WithFailoverTimeout(10*time.Second))
@@ -184,11 +130,11 @@ func TestTLSRefusedFailsFast(t *testing.T) {
 // runs: the client authenticates inside the TLS connection.
 func TestTLSWithAuth(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
-	cfg := &tls.Config{RootCAs: ca.pool}
+	ca := testca.New(t, "fencer test CA")
+	cfg := &tls.Config{RootCAs: ca.Pool}
 	addr, _ := secureNode(t, func(c *redisbridge.Config) {
 		requireAuth(c)
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t)}, MinVersion: tls.VersionTLS12}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, MinVersion: tls.VersionTLS12}
 	}, client.WithTLS(cfg), client.WithAuth("", testPassword))
 
 	c := clientOf(t, []string{addr}, client.WithTLS(cfg), client.WithAuth(aliceUser, alicePassword))

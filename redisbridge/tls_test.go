@@ -1,58 +1,15 @@
 package redisbridge
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/testca"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue makes a certificate for 127.0.0.1, usable by servers and clients.
-func (ca *testCA) issue(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "node"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 func tlsPing(t *testing.T, addr string, cfg *tls.Config) error {
 	t.Helper()
@@ -66,12 +23,12 @@ func tlsPing(t *testing.T, addr string, cfg *tls.Config) error {
 // is served; one without a certificate, one from a foreign CA, and a plain
 // TCP client are refused.
 func TestTLSClientPort(t *testing.T) {
-	ca, foreign := newTestCA(t), newTestCA(t)
+	ca, foreign := testca.New(t, "test CA"), testca.New(t, "test CA")
 	addr := startLimited(t, nil, func(c *Config) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t)}, ClientCAs: ca.pool,
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
 			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	})
-	good := &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t)}}
+	good := &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}
 	require.NoError(t, tlsPing(t, addr, good))
 	c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: good, DisableIdentity: true})
 	defer c.Close()
@@ -79,9 +36,9 @@ func TestTLSClientPort(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok)
 
-	assert.Error(t, tlsPing(t, addr, &tls.Config{RootCAs: ca.pool}), "no client certificate")
-	assert.Error(t, tlsPing(t, addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{foreign.issue(t)}}), "foreign CA")
-	assert.Error(t, tlsPing(t, addr, &tls.Config{RootCAs: foreign.pool, Certificates: []tls.Certificate{ca.issue(t)}}), "server not trusted")
+	assert.Error(t, tlsPing(t, addr, &tls.Config{RootCAs: ca.Pool}), "no client certificate")
+	assert.Error(t, tlsPing(t, addr, &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{foreign.Issue(t, "node")}}), "foreign CA")
+	assert.Error(t, tlsPing(t, addr, &tls.Config{RootCAs: foreign.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}), "server not trusted")
 	assert.Error(t, tlsPing(t, addr, nil), "plain TCP")
 	require.NoError(t, tlsPing(t, addr, good), "still serving")
 

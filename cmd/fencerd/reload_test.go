@@ -2,16 +2,10 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,89 +14,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/testca"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate for 127.0.0.1 (server and client use) and
-// its key, PEM-encoded.
-func (ca *testCA) issue(t *testing.T, name string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
-}
-
-// clientOnly returns a certificate from ca for client authentication only.
-func (ca *testCA) clientOnly(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "app"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// keyPair is issue as a tls.Certificate.
-func (ca *testCA) keyPair(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	c, k := ca.issue(t, name)
-	kp, err := tls.X509KeyPair(c, k)
-	require.NoError(t, err)
-	return kp
-}
 
 // tlsFiles are the three --tls-* files of a test.
 type tlsFiles struct{ cert, key, ca string }
 
 func newTLSFiles(t *testing.T) tlsFiles {
 	dir := t.TempDir()
-	return tlsFiles{cert: filepath.Join(dir, "node.pem"), key: filepath.Join(dir, "node-key.pem"), ca: filepath.Join(dir, "ca.pem")}
+	return tlsFiles{cert: filepath.Join(dir, "node.pem"), key: filepath.Join(dir, "node-key.pem"), ca: filepath.Join(dir, "ca.PEM")}
 }
 
 // install writes a certificate from ca for "node" and ca's certificate.
-func (f tlsFiles) install(t *testing.T, ca *testCA) {
+func (f tlsFiles) install(t *testing.T, ca *testca.CA) {
 	t.Helper()
-	c, k := ca.issue(t, "node")
+	c, k := ca.IssuePEM(t, "node")
 	require.NoError(t, os.WriteFile(f.cert, c, 0o600))
 	require.NoError(t, os.WriteFile(f.key, k, 0o600))
-	require.NoError(t, os.WriteFile(f.ca, ca.pem, 0o600))
+	require.NoError(t, os.WriteFile(f.ca, ca.PEM, 0o600))
 }
 
 // serveTLS accepts connections on loopback with cfg; each one that
@@ -152,15 +83,15 @@ func handshake(addr string, cfg *tls.Config) (*x509.Certificate, error) {
 // A reload serves new connections with the new certificate, key and CA; a
 // reload of bad files keeps the old ones.
 func TestReloadClientPort(t *testing.T) {
-	oldCA, newCA := newTestCA(t, "old CA"), newTestCA(t, "new CA")
+	oldCA, newCA := testca.New(t, "old CA"), testca.New(t, "new CA")
 	files := newTLSFiles(t)
 	files.install(t, oldCA)
 	s, err := loadCertStore(options{tlsCert: files.cert, tlsKey: files.key, tlsCA: files.ca, tlsAuthClients: true})
 	require.NoError(t, err)
 	addr := serveTLS(t, s.serverConfig())
 
-	oldClient := &tls.Config{RootCAs: oldCA.pool, Certificates: []tls.Certificate{oldCA.keyPair(t, "client")}}
-	newClient := &tls.Config{RootCAs: newCA.pool, Certificates: []tls.Certificate{newCA.keyPair(t, "client")}}
+	oldClient := &tls.Config{RootCAs: oldCA.Pool, Certificates: []tls.Certificate{oldCA.Issue(t, "client")}}
+	newClient := &tls.Config{RootCAs: newCA.Pool, Certificates: []tls.Certificate{newCA.Issue(t, "client")}}
 	peer, err := handshake(addr, oldClient)
 	require.NoError(t, err)
 	assert.Equal(t, "old CA", peer.Issuer.CommonName)
@@ -176,9 +107,9 @@ func TestReloadClientPort(t *testing.T) {
 	assert.Equal(t, "new CA", peer.Issuer.CommonName)
 	_, err = handshake(addr, oldClient)
 	assert.Error(t, err, "a client of the old CA is refused after the reload")
-	_, err = handshake(addr, &tls.Config{RootCAs: newCA.pool})
+	_, err = handshake(addr, &tls.Config{RootCAs: newCA.Pool})
 	assert.Error(t, err, "a client without a certificate is refused")
-	_, err = handshake(addr, &tls.Config{RootCAs: newCA.pool, Certificates: []tls.Certificate{newCA.clientOnly(t)}})
+	_, err = handshake(addr, &tls.Config{RootCAs: newCA.Pool, Certificates: []tls.Certificate{newCA.IssueClient(t, "app")}})
 	assert.NoError(t, err, "the client port takes a client-only certificate")
 
 	// A half-written key: the reload fails, the new CA's certificate stays.
@@ -200,7 +131,7 @@ func TestReloadClientPort(t *testing.T) {
 // certificate when it dials, and verifies the nodes it dials against the CA
 // read at start.
 func TestReloadRaft(t *testing.T) {
-	oldCA, newCA := newTestCA(t, "old CA"), newTestCA(t, "new CA")
+	oldCA, newCA := testca.New(t, "old CA"), testca.New(t, "new CA")
 	files := newTLSFiles(t)
 	files.install(t, oldCA)
 	o := options{tlsCert: files.cert, tlsKey: files.key, tlsCA: files.ca, tlsAuthClients: false, raftTLS: true}
@@ -209,20 +140,20 @@ func TestReloadRaft(t *testing.T) {
 	raftCfg, err := raftTLSConfig(o, s)
 	require.NoError(t, err)
 	addr := serveTLS(t, raftCfg)
-	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.pool})
+	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.Pool})
 	assert.Error(t, err, "Raft needs a client certificate even with --tls-auth-clients=false")
-	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.pool, Certificates: []tls.Certificate{oldCA.keyPair(t, "peer")}})
+	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.Pool, Certificates: []tls.Certificate{oldCA.Issue(t, "peer")}})
 	require.NoError(t, err)
-	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.pool, Certificates: []tls.Certificate{oldCA.clientOnly(t)}})
+	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.Pool, Certificates: []tls.Certificate{oldCA.IssueClient(t, "app")}})
 	assert.Error(t, err, "a client's certificate (clientAuth only) from the same CA does not get into Raft")
 
 	// This node dials a peer that requires a certificate from either CA.
 	both := x509.NewCertPool()
-	both.AddCert(oldCA.cert)
-	both.AddCert(newCA.cert)
-	peerOld := serveTLS(t, &tls.Config{Certificates: []tls.Certificate{oldCA.keyPair(t, "peer")}, ClientCAs: both,
+	both.AddCert(oldCA.Cert)
+	both.AddCert(newCA.Cert)
+	peerOld := serveTLS(t, &tls.Config{Certificates: []tls.Certificate{oldCA.Issue(t, "peer")}, ClientCAs: both,
 		ClientAuth: tls.RequireAndVerifyClientCert})
-	peerNew := serveTLS(t, &tls.Config{Certificates: []tls.Certificate{newCA.keyPair(t, "peer")}, ClientCAs: both,
+	peerNew := serveTLS(t, &tls.Config{Certificates: []tls.Certificate{newCA.Issue(t, "peer")}, ClientCAs: both,
 		ClientAuth: tls.RequireAndVerifyClientCert})
 	_, err = handshake(peerOld, raftCfg)
 	require.NoError(t, err)
@@ -230,9 +161,9 @@ func TestReloadRaft(t *testing.T) {
 	files.install(t, newCA)
 	_, _, err = s.reload()
 	require.NoError(t, err)
-	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.pool, Certificates: []tls.Certificate{oldCA.keyPair(t, "peer")}})
+	_, err = handshake(addr, &tls.Config{RootCAs: oldCA.Pool, Certificates: []tls.Certificate{oldCA.Issue(t, "peer")}})
 	assert.Error(t, err, "a peer of the old CA is refused after the reload")
-	peer, err := handshake(addr, &tls.Config{RootCAs: newCA.pool, Certificates: []tls.Certificate{newCA.keyPair(t, "peer")}})
+	peer, err := handshake(addr, &tls.Config{RootCAs: newCA.Pool, Certificates: []tls.Certificate{newCA.Issue(t, "peer")}})
 	require.NoError(t, err)
 	assert.Equal(t, "new CA", peer.Issuer.CommonName)
 
@@ -248,7 +179,7 @@ func TestReloadRaft(t *testing.T) {
 // A SIGHUP reloads and logs the outcome; without TLS it is logged and
 // ignored (it does not end the process).
 func TestSIGHUP(t *testing.T) {
-	ca := newTestCA(t, "CA")
+	ca := testca.New(t, "CA")
 	files := newTLSFiles(t)
 	files.install(t, ca)
 	s, err := loadCertStore(options{tlsCert: files.cert, tlsKey: files.key})
