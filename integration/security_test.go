@@ -3,17 +3,10 @@ package integration
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/testca"
 )
 
 // Protected mode: on an address other hosts can reach and without a
@@ -137,14 +132,14 @@ func TestSecurityUsers(t *testing.T) {
 // process all carry on.
 func TestTLSReloadOnSIGHUP(t *testing.T) {
 	dir := t.TempDir()
-	oldCA, newCA := newSecCA(t, "old CA"), newSecCA(t, "new CA")
+	oldCA, newCA := testca.New(t, "old CA"), testca.New(t, "new CA")
 	files := secTLSFiles{cert: filepath.Join(dir, "node.pem"), key: filepath.Join(dir, "node-key.pem"), ca: filepath.Join(dir, "ca.pem")}
 	files.install(t, oldCA)
-	oldClient, newClient := oldCA.clientFiles(t, dir, "old"), newCA.clientFiles(t, dir, "new")
+	oldClient, newClient := secClientFilesOf(t, oldCA, dir, "old"), secClientFilesOf(t, newCA, dir, "new")
 
 	d := secStartLoopback(t, dir, []string{"--tls-cert-file", files.cert, "--tls-key-file", files.key,
 		"--tls-ca-cert-file", files.ca, "--raft-tls"},
-		func(d *daemon) error { return secTLSPing(d.addr, oldCA.tlsConfig(t)) })
+		func(d *daemon) error { return secTLSPing(d.addr, secTLSConfig(t, oldCA)) })
 
 	if got := secCLI(t, d.port, oldClient.args("FENCE.ACQUIRE", "a", "me", "60000")...); !secGranted(got) {
 		t.Fatalf("redis-cli --tls with the old CA's certificate: got %q, want a grant", got)
@@ -156,7 +151,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 		t.Errorf("redis-cli --tls without a client certificate: got %q, want refused", got)
 	}
 	// A connection opened before the reloads, used again after them.
-	before := secDialTLS(t, d.addr, oldCA.tlsConfig(t))
+	before := secDialTLS(t, d.addr, secTLSConfig(t, oldCA))
 
 	// A half-written certificate: the reload fails and the node keeps its
 	// certificates.
@@ -305,82 +300,24 @@ func secWriteFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// secCA is a certificate authority made for one test.
-type secCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newSecCA(t *testing.T, name string) *secCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &secCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate for 127.0.0.1, for servers and clients, and
-// its key, PEM-encoded.
-func (ca *secCA) issue(t *testing.T, name string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
-}
-
-// tlsConfig is a Go client's config: trusts only ca, presents a
+// secTLSConfig is a Go client's config: trusts only ca, presents a
 // certificate from it.
-func (ca *secCA) tlsConfig(t *testing.T) *tls.Config {
+func secTLSConfig(t *testing.T, ca *testca.CA) *tls.Config {
 	t.Helper()
-	c, k := ca.issue(t, "go client")
-	kp, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{kp}}
+	return &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "go client")}}
 }
 
 // secClientFiles are a redis-cli client's TLS files.
 type secClientFiles struct{ ca, cert, key string }
 
-// clientFiles writes ca's certificate and a client certificate from it
+// secClientFilesOf writes ca's certificate and a client certificate from it
 // for redis-cli.
-func (ca *secCA) clientFiles(t *testing.T, dir, name string) secClientFiles {
+func secClientFilesOf(t *testing.T, ca *testca.CA, dir, name string) secClientFiles {
 	t.Helper()
 	f := secClientFiles{ca: filepath.Join(dir, name+"-ca.pem"), cert: filepath.Join(dir, name+"-client.pem"),
 		key: filepath.Join(dir, name+"-client-key.pem")}
-	c, k := ca.issue(t, name+" client")
-	secWriteFile(t, f.ca, ca.pem)
+	c, k := ca.IssuePEM(t, name+" client")
+	secWriteFile(t, f.ca, ca.PEM)
 	secWriteFile(t, f.cert, c)
 	secWriteFile(t, f.key, k)
 	return f
@@ -396,12 +333,12 @@ type secTLSFiles struct{ cert, key, ca string }
 
 // install replaces the files by a node certificate from ca and ca's
 // certificate.
-func (f secTLSFiles) install(t *testing.T, ca *secCA) {
+func (f secTLSFiles) install(t *testing.T, ca *testca.CA) {
 	t.Helper()
-	c, k := ca.issue(t, "node")
+	c, k := ca.IssuePEM(t, "node")
 	secWriteFile(t, f.key, k)
 	secWriteFile(t, f.cert, c)
-	secWriteFile(t, f.ca, ca.pem)
+	secWriteFile(t, f.ca, ca.PEM)
 }
 
 // secTLSPing sends PING over TLS and checks the reply.
