@@ -85,6 +85,9 @@ type daemon struct {
 	args    []string
 	starts  int
 	proc    *process
+	// ready, if set, replaces the plain-TCP PING that start waits for (a
+	// TLS port does not answer that).
+	ready func(*daemon) error
 }
 
 // process is one run of the binary.
@@ -178,21 +181,27 @@ func (d *daemon) restart(t *testing.T) {
 }
 
 // waitPing waits until the RESP listener answers PING (which needs no
-// leader: the first lock command may still wait for the election).
+// leader: the first lock command may still wait for the election), or
+// d.ready answers nil.
 func (d *daemon) waitPing(t *testing.T, p *process) {
 	t.Helper()
+	ready := d.ready
+	if ready == nil {
+		ready = func(d *daemon) error { return pingOnce(d.addr) }
+	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if p.done() {
 			p.dumpLog(t)
-			t.Fatalf("fencerd exited before answering PING: %v", p.state)
+			t.Fatalf("fencerd exited before it was ready: %v", p.state)
 		}
-		if pingOnce(d.addr) == nil {
+		err := ready(d)
+		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
 			p.dumpLog(t)
-			t.Fatalf("fencerd %s did not answer PING within %v", d.addr, readyTimeout)
+			t.Fatalf("fencerd %s was not ready within %v: %v", d.addr, readyTimeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

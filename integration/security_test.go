@@ -201,49 +201,9 @@ func secStartLoopback(t *testing.T, dir string, extra []string, ready func(*daem
 // answer). The process is stopped when the test ends.
 func secStart(t *testing.T, d *daemon, ready func(*daemon) error) *daemon {
 	t.Helper()
-	d.starts++
-	logPath := filepath.Join(d.dir, "fencerd-1.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(fencerdBin, d.args...)
-	cmd.Dir = d.dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting fencerd: %v", err)
-	}
-	logFile.Close()
-	p := &process{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		p.state = cmd.ProcessState
-		close(p.exited)
-	}()
-	d.proc = p
-	t.Cleanup(func() {
-		p.stop(t)
-		p.checkLog(t)
-		if t.Failed() {
-			p.dumpLog(t)
-		}
-	})
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		if p.done() {
-			p.dumpLog(t)
-			t.Fatalf("fencerd exited before it was ready: %v", p.state)
-		}
-		err := ready(d)
-		if err == nil {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fencerd %s was not ready within %v: %v", d.addr, readyTimeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d.ready = ready
+	d.start(t)
+	return d
 }
 
 // secCLI runs redis-cli against 127.0.0.1:port and returns its output
