@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -149,7 +150,14 @@ func (d *daemon) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(fencerdBin, d.args...)
+	args := d.args
+	if !slices.Contains(args, "--http-listen") {
+		// The default, the --listen port + 2, is not among the ports
+		// freePorts chose, so it could be another node's Raft port: the
+		// HTTP endpoints are tested in cmd/fencerd, not here.
+		args = append(slices.Clip(args), "--http-listen", "off")
+	}
+	cmd := exec.Command(fencerdBin, args...)
 	cmd.Dir = d.dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
