@@ -53,8 +53,14 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
-// EncodingVersion is the version byte that starts every encoded entry.
+// EncodingVersion is the version byte that starts every entry holding one
+// command.
 const EncodingVersion byte = 1
+
+// BatchVersion is the version byte of an entry that holds several commands
+// (group commit): after it, a uvarint count of at least two, then each
+// command as a uvarint length and its Encode form.
+const BatchVersion byte = 2
 
 // Limits of the encoding. The decoder rejects longer strings as corrupt;
 // the server refuses lock names and owners longer than MaxStringLen (its
@@ -193,6 +199,92 @@ func Decode(b []byte) (Command, error) {
 	}
 	return c, nil
 }
+
+// JoinEntries appends to dst one entry that holds the commands of entries,
+// each the Encode form of one command, in order: that entry itself if there is
+// one, else the batch form. Apply applies a batch's commands one after the
+// other as if each had an entry of its own (see Table.Apply for their
+// positions and tokens).
+func JoinEntries(dst []byte, entries [][]byte) []byte {
+	if len(entries) == 1 {
+		return append(dst, entries[0]...)
+	}
+	dst = append(dst, BatchVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(entries)))
+	for _, e := range entries {
+		dst = binary.AppendUvarint(dst, uint64(len(e)))
+		dst = append(dst, e...)
+	}
+	return dst
+}
+
+// EncodeEntry appends the entry that holds cmds (JoinEntries of their Encode
+// forms).
+func EncodeEntry(dst []byte, cmds []Command) []byte {
+	if len(cmds) == 1 {
+		return cmds[0].Encode(dst)
+	}
+	entries := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		entries[i] = c.Encode(nil)
+	}
+	return JoinEntries(dst, entries)
+}
+
+// DecodeEntry parses an entry written by Encode, JoinEntries or EncodeEntry
+// into its commands. A batch must hold at least two commands, each valid as
+// Decode has it, with nothing after the last: so the same commands have
+// exactly one encoding.
+func DecodeEntry(b []byte) ([]Command, error) {
+	if len(b) > 0 && b[0] == EncodingVersion {
+		c, err := Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		return []Command{c}, nil
+	}
+	d := decoder{b: b}
+	ver := d.byte()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if ver != BatchVersion {
+		return nil, fmt.Errorf("%w %d", ErrEntryVersion, ver)
+	}
+	n := d.uvarint()
+	switch {
+	case d.err != nil:
+		return nil, d.err
+	case n < 2:
+		return nil, fmt.Errorf("%w: batch of %d commands", ErrBadEntry, n)
+	case n > uint64(len(d.b))/minEncodedLen:
+		return nil, fmt.Errorf("%w: batch of %d commands in %d bytes", ErrBadEntry, n, len(d.b))
+	}
+	cmds := make([]Command, 0, n)
+	for range n {
+		size := d.uvarint()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if uint64(len(d.b)) < size {
+			return nil, ErrShortEntry
+		}
+		c, err := Decode(d.b[:size])
+		if err != nil {
+			return nil, fmt.Errorf("command %d of the batch: %w", len(cmds), err)
+		}
+		cmds = append(cmds, c)
+		d.b = d.b[size:]
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrBadEntry, len(d.b))
+	}
+	return cmds, nil
+}
+
+// minEncodedLen is the fewest bytes a command takes in a batch: its length,
+// version, op, flags, key of one byte, empty owner, TTL.
+const minEncodedLen = 1 + 3 + 2 + 1 + 1
 
 // validate checks the fields each operation needs.
 func (c *Command) validate() error {

@@ -56,8 +56,54 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+func TestBatchEntryRoundTrip(t *testing.T) {
+	cmds := []Command{
+		acquire("k", "owner", 10000),
+		{Op: OpRelease, Key: "k", Owner: "o", Waiter: &Waiter{Owner: "w", TTL: 300}},
+		{Op: OpExpire, Key: "j", Lease: &LeaseRef{Token: 7, Version: 9}},
+	}
+	b := EncodeEntry(nil, cmds)
+	assert.Equal(t, BatchVersion, b[0])
+	got, err := DecodeEntry(b)
+	require.NoError(t, err)
+	assert.Equal(t, cmds, got)
+
+	one := EncodeEntry(nil, cmds[:1])
+	assert.Equal(t, cmds[0].Encode(nil), one, "a batch of one is the plain entry")
+	got, err = DecodeEntry(one)
+	require.NoError(t, err)
+	assert.Equal(t, cmds[:1], got)
+}
+
+func TestDecodeEntryRejects(t *testing.T) {
+	a, r := acquire("k", "o", 1).Encode(nil), release("k", "o").Encode(nil)
+	valid := JoinEntries(nil, [][]byte{a, r})
+	tests := []struct {
+		name string
+		in   []byte
+		err  error
+	}{
+		{"empty", nil, ErrShortEntry},
+		{"unknown version", []byte{3, 2}, ErrEntryVersion},
+		{"no count", []byte{BatchVersion}, ErrShortEntry},
+		{"batch of one", append([]byte{BatchVersion, 1, byte(len(a))}, a...), ErrBadEntry},
+		{"batch of none", []byte{BatchVersion, 0}, ErrBadEntry},
+		{"count beyond its bytes", []byte{BatchVersion, 0xff, 0xff, 0x03, 1, 1}, ErrBadEntry},
+		{"truncated", valid[:len(valid)-1], ErrShortEntry},
+		{"trailing", append(append([]byte(nil), valid...), 0), ErrBadEntry},
+		{"bad command inside", JoinEntries(nil, [][]byte{a, acquire("", "o", 1).Encode(nil)}), ErrBadEntry},
+		{"batch inside a batch", JoinEntries(nil, [][]byte{a, valid}), ErrEntryVersion},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeEntry(tc.in)
+			assert.ErrorIs(t, err, tc.err)
+		})
+	}
+}
+
 // FuzzDecode checks that no input makes the decoder panic, and that whatever
-// it accepts re-encodes to the same bytes.
+// it accepts re-encodes to the same bytes, single commands and batches alike.
 func FuzzDecode(f *testing.F) {
 	for _, c := range []Command{
 		acquire("k", "o", 1000),
@@ -67,12 +113,16 @@ func FuzzDecode(f *testing.F) {
 	} {
 		f.Add(c.Encode(nil))
 	}
+	f.Add(EncodeEntry(nil, []Command{acquire("k", "o", 1000), release("j", "p")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := Decode(b)
+		if c, err := Decode(b); err == nil {
+			assert.Equal(t, b, c.Encode(nil))
+		}
+		cmds, err := DecodeEntry(b)
 		if err != nil {
 			return
 		}
-		assert.Equal(t, b, c.Encode(nil))
+		assert.Equal(t, b, EncodeEntry(nil, cmds))
 	})
 }
 

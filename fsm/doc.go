@@ -13,9 +13,12 @@
 //     table and its snapshots (zero for a cluster that was never restored from
 //     another's snapshot). Indices only grow, so every grant's token is larger
 //     than every earlier grant's, for every lock, across restarts and snapshot
-//     installs. One entry may grant more than one lock (an expiry that hands
-//     the lock to a waiter, or later a multi-key acquire); they then share its
-//     token.
+//     installs. An entry may hold a batch of n commands (the leader's group
+//     commit): the i-th is applied at position floor + index + i and the floor
+//     then grows by n-1, so each command still has a position, and each grant
+//     a token, of its own. One command may grant more than one lock (later, a
+//     multi-key acquire); they then share its token. (A release or expiry that
+//     hands its lock to a waiter frees and grants the same lock: one grant.)
 //
 //   - Leases carry no time. A lease records its TTL in milliseconds and the
 //     position of the entry that last granted or extended it (its version).

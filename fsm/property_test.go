@@ -97,6 +97,53 @@ func TestPropertyTokensAndExclusion(t *testing.T) {
 	}
 }
 
+// TestBatchesActAsSeparateEntries applies the same commands one per entry and
+// in random batches (group commit): every command's result is the same either
+// way (position and token included, as a batch's commands take consecutive
+// positions), and so is the table.
+func TestBatchesActAsSeparateEntries(t *testing.T) {
+	for seed := int64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		cmds := randomCommands(rng, 300)
+		single, batched := newApplier(), newApplier()
+		single.t.memMax, batched.t.memMax = 3, 3 // exercise forgetting
+		var want []*Result
+		for _, c := range cmds {
+			want = append(want, single.apply(t, c))
+		}
+		var got []*Result
+		var lastPos uint64
+		for rest := cmds; len(rest) > 0; {
+			n := min(len(rest), 1+rng.Intn(6))
+			rs := batched.applyBatch(t, rest[:n])
+			for _, r := range rs {
+				require.Greater(t, r.Position, lastPos, "seed %d: positions grow within and across entries", seed)
+				lastPos = r.Position
+			}
+			got = append(got, rs...)
+			rest = rest[n:]
+		}
+		require.Equal(t, want, got, "seed %d", seed)
+		require.Equal(t, single.t.MaxToken(), batched.t.MaxToken(), "seed %d", seed)
+		require.Less(t, batched.t.LastIndex(), single.t.LastIndex(), "seed %d: fewer entries", seed)
+		require.Equal(t, single.t.floor+single.t.LastIndex(), batched.t.floor+batched.t.LastIndex(), "seed %d", seed)
+		locks := func(tb *Table) map[string]Lease {
+			m := map[string]Lease{}
+			tb.Range(func(k string, l Lease) { m[k] = l })
+			return m
+		}
+		require.Equal(t, locks(single.t), locks(batched.t), "seed %d", seed)
+
+		// The batched table's snapshot restores and goes on granting above
+		// every token it issued.
+		again := New()
+		require.NoError(t, again.Restore(io.NopCloser(bytes.NewReader(batched.t.MarshalSnapshot()))), "seed %d", seed)
+		r := again.ApplyCommand(again.LastIndex()+1, Command{Op: OpAcquire, Key: "fresh", Owner: "o", TTL: 1000})
+		require.Equal(t, Granted, r.Code)
+		require.Greater(t, r.Lease.Token, batched.t.MaxToken(), "seed %d", seed)
+	}
+}
+
 func TestDeterminism(t *testing.T) {
 	for seed := int64(1); seed <= 50; seed++ {
 		cmds := randomCommands(rand.New(rand.NewSource(seed)), 500)

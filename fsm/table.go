@@ -95,7 +95,7 @@ const (
 
 // Result is what Apply returns for every entry.
 type Result struct {
-	Position uint64  // floor + index of the entry
+	Position uint64  // the command's position: floor + index of its entry (+ its place in a batch)
 	Cmd      Command // the decoded command
 	Code     Code
 	// Lease is the key's lease after the entry; Token is zero if it is free.
@@ -147,19 +147,35 @@ func New() *Table {
 	}
 }
 
-// Apply applies a committed entry and returns its *Result. Log entries that
-// are not commands are answered with nil.
+// Apply applies a committed entry and returns its *Result, or for an entry
+// that holds a batch of commands a []*Result, one for each in order. Log
+// entries that are not commands are answered with nil.
+//
+// The commands of a batch are applied one after the other as if each had an
+// entry of its own: the i-th (from 0) of an entry at index has position
+// floor + index + i, its grant that token, and after the entry the floor grows
+// by the batch's length less one, so the next entry's positions follow on.
+// Every grant's token thus stays distinct and larger than every earlier one.
 func (t *Table) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	c, err := Decode(l.Data)
+	if len(l.Data) > 0 && l.Data[0] == EncodingVersion {
+		c, err := Decode(l.Data)
+		if err != nil {
+			panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.apply(l.Index, c)
+	}
+	cmds, err := DecodeEntry(l.Data)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.apply(l.Index, c)
+	return t.applyBatch(l.Index, cmds)
 }
 
 // ApplyCommand applies an already decoded command at index. It is Apply
@@ -170,12 +186,41 @@ func (t *Table) ApplyCommand(index uint64, c Command) *Result {
 	return t.apply(index, c)
 }
 
-func (t *Table) apply(index uint64, c Command) *Result {
+// ApplyBatch applies already decoded commands as one entry at index, as Apply
+// does a batch entry.
+func (t *Table) ApplyBatch(index uint64, cmds []Command) []*Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.applyBatch(index, cmds)
+}
+
+func (t *Table) applyBatch(index uint64, cmds []Command) []*Result {
+	t.advance(index)
+	out := make([]*Result, len(cmds))
+	for i, c := range cmds {
+		out[i] = t.applyAt(t.floor+index+uint64(i), c)
+	}
+	if len(cmds) > 1 {
+		t.floor += uint64(len(cmds) - 1)
+	}
+	return out
+}
+
+// advance records index as applied; entries come in log order.
+func (t *Table) advance(index uint64) {
 	if index <= t.lastIndex {
 		panic(fmt.Sprintf("fsm: entry index %d not after last applied %d", index, t.lastIndex))
 	}
 	t.lastIndex = index
-	pos := t.floor + index
+}
+
+func (t *Table) apply(index uint64, c Command) *Result {
+	t.advance(index)
+	return t.applyAt(t.floor+index, c)
+}
+
+// applyAt applies c at position pos.
+func (t *Table) applyAt(pos uint64, c Command) *Result {
 	r := &Result{Position: pos, Cmd: c}
 	if c.Op == OpMember {
 		if c.Owner == "" {

@@ -28,6 +28,22 @@ func (a *applier) apply(tb testing.TB, c Command) *Result {
 	return r
 }
 
+// applyBatch applies cmds as one entry and returns their results.
+func (a *applier) applyBatch(tb testing.TB, cmds []Command) []*Result {
+	tb.Helper()
+	a.index++
+	res := a.t.Apply(&raft.Log{Index: a.index, Type: raft.LogCommand, Data: EncodeEntry(nil, cmds)})
+	if len(cmds) == 1 {
+		r, ok := res.(*Result)
+		require.True(tb, ok, "Apply returned %T", res)
+		return []*Result{r}
+	}
+	rs, ok := res.([]*Result)
+	require.True(tb, ok, "Apply returned %T", res)
+	require.Len(tb, rs, len(cmds))
+	return rs
+}
+
 func acquire(key, owner string, ttl uint64) Command {
 	return Command{Op: OpAcquire, Key: key, Owner: owner, TTL: ttl}
 }
