@@ -444,6 +444,15 @@ func (t *Table) MaxToken() uint64 {
 	return max(t.maxToken, t.floor)
 }
 
+// Position returns the position of the last applied command, floor + last
+// index: the count of commands applied if the table was never restored from
+// another cluster's snapshot.
+func (t *Table) Position() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.floor + t.lastIndex
+}
+
 // LastIndex returns the Raft index of the last applied entry.
 func (t *Table) LastIndex() uint64 {
 	t.mu.RLock()

@@ -65,13 +65,21 @@ type Config struct {
 	// the number in flight (it is a resource guard, not an invariant). The
 	// default is 1000000.
 	MaxLocks int
+	// MaxBatch is how many commands the leader may put into one Raft entry
+	// (group commit): commands proposed while earlier entries are still
+	// being committed wait and go together. 1 turns grouping off: one
+	// command per entry, which older fencerd versions can read (see
+	// docs/operations.md on upgrades). An entry also stays under
+	// fsm.MaxEntrySize. The default is 1024.
+	MaxBatch int
 	// Quotas bound the locks held under lock-name patterns (see Quota);
 	// none by default.
 	Quotas []Quota
 
-	// SnapshotThreshold is how many log entries are written between
-	// snapshots; SnapshotInterval is how often Raft checks. The defaults are
-	// 8192 (Raft's) and 10s (Raft's is 120s): a restart replays the entries
+	// SnapshotThreshold is how many log entries, or commands (an entry may
+	// hold a batch of them, see MaxBatch), are written between snapshots;
+	// SnapshotInterval is how often Raft and the node check. The defaults are
+	// 8192 (Raft's) and 10s (Raft's is 120s): a restart replays the commands
 	// since the last snapshot one by one, about 70,000 a second, so the
 	// check comes often; a snapshot is taken only past the threshold.
 	SnapshotThreshold uint64
@@ -98,6 +106,7 @@ func DefaultConfig() Config {
 		MaxKeyLen:         1024,
 		MaxOwnerLen:       1024,
 		MaxLocks:          1000000,
+		MaxBatch:          1024,
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  10 * time.Second,
 		SnapshotRetain:    2,
@@ -155,6 +164,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxOwnerLen <= 0 || c.MaxOwnerLen > fsm.MaxStringLen {
 		bad("MaxOwnerLen", "must be in 1..%d, got %d", fsm.MaxStringLen, c.MaxOwnerLen)
+	}
+	if c.MaxBatch <= 0 {
+		bad("MaxBatch", "must be positive, got %d", c.MaxBatch)
 	}
 	if c.MaxLocks <= 0 {
 		bad("MaxLocks", "must be positive, got %d", c.MaxLocks)

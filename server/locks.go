@@ -388,19 +388,16 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		return nil, invalid("entry of %d bytes exceeds %d", len(data), fsm.MaxEntrySize)
 	}
 	ch := make(chan applied, 1)
-	go func() {
-		f := n.raft.Apply(data, 0)
-		if err := f.Error(); err != nil {
+	n.batch.submit(data, func(r *fsm.Result, err error) {
+		switch {
+		case err != nil:
 			ch <- applied{err: n.translate(err)}
-			return
-		}
-		r, _ := f.Response().(*fsm.Result)
-		if r == nil {
+		case r == nil:
 			ch <- applied{err: fmt.Errorf("%w: no result for the entry", ErrUnknownOutcome)}
-			return
+		default:
+			ch <- applied{res: r}
 		}
-		ch <- applied{res: r}
-	}()
+	})
 	select {
 	case a := <-ch:
 		return a.res, a.err

@@ -116,6 +116,14 @@ func (n *Node) registerNodeGauges() {
 		}
 		return 0
 	}))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fencer_proposed_entries_total",
+		Help: "Raft entries this node proposed (as leader); with fencer_proposed_commands_total, the group commit's commands per entry.",
+	}, func() float64 { e, _ := n.batch.stats(); return float64(e) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fencer_proposed_commands_total",
+		Help: "Commands this node proposed (as leader), in fencer_proposed_entries_total entries.",
+	}, func() float64 { _, c := n.batch.stats(); return float64(c) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencer_applied_index",
 		Help: "Raft index of the last entry applied by this node.",

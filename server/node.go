@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
@@ -36,6 +37,10 @@ type Node struct {
 	lock   *os.File // the data dir's lock
 	stopCh chan struct{}
 	wg     sync.WaitGroup
+	batch  *batcher // every proposal goes through it (group commit)
+	// snapPos is the table's position (fsm.Table.Position) when the last
+	// snapshot was taken or restored.
+	snapPos atomic.Uint64
 	// hadState reports that DataDir held Raft state when the node opened.
 	hadState bool
 
@@ -101,8 +106,10 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
+	n.batch = newBatcher(func(data []byte) raft.ApplyFuture { return n.raft.Apply(data, 0) }, cfg.MaxBatch, 1)
 	n.registerNodeGauges()
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.snapshotLoop()
 	go n.watchLeadership()
 	go n.expireLoop()
 	go n.watchLeaderChanges()
@@ -284,6 +291,7 @@ func (n *Node) Close() error {
 	close(n.stopCh)
 	n.snapshotBeforeStop()
 	err := n.raft.Shutdown().Error()
+	n.batch.stop()
 	n.wg.Wait()
 	n.closeStores()
 	return err
@@ -418,13 +426,15 @@ func (n *Node) expireLoop() {
 // proposeExpires commits Expire entries; one that fails is retried while the
 // node is still a ready leader.
 func (n *Node) proposeExpires(cmds []fsm.Command) {
-	futures := make([]raft.ApplyFuture, len(cmds))
+	errs := make([]chan error, len(cmds))
 	for i, c := range cmds {
-		futures[i] = n.raft.Apply(c.Encode(nil), 0)
+		ch := make(chan error, 1)
+		errs[i] = ch
+		n.batch.submit(c.Encode(nil), func(_ *fsm.Result, err error) { ch <- err })
 	}
 	retry := false
-	for i, f := range futures {
-		if err := f.Error(); err != nil {
+	for i, ch := range errs {
+		if err := <-ch; err != nil {
 			n.mu.Lock()
 			n.leases.retry(cmds[i].Key, *cmds[i].Lease, time.Now())
 			n.mu.Unlock()
@@ -467,15 +477,31 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 
 func (n *Node) applyLocked(l *raft.Log) interface{} {
 	res := n.table.Apply(l)
-	if r, ok := res.(*fsm.Result); ok {
-		n.metrics.applied(r)
-		n.quotas.applied(r)
-		n.appliedLocked(r)
+	switch r := res.(type) {
+	case *fsm.Result:
+		n.resultLocked(r)
+	case []*fsm.Result:
+		// A batch: each command as if it had an entry of its own.
+		for _, r := range r {
+			n.resultLocked(r)
+		}
 	}
 	return res
 }
 
-func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) { return m.table.Snapshot() }
+func (n *Node) resultLocked(r *fsm.Result) {
+	n.metrics.applied(r)
+	n.quotas.applied(r)
+	n.appliedLocked(r)
+}
+
+func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := m.table.Snapshot()
+	if err == nil {
+		m.snapPos.Store(m.table.Position())
+	}
+	return s, err
+}
 
 func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	n := (*Node)(m)
@@ -484,6 +510,7 @@ func (m *stateMachine) Restore(rc io.ReadCloser) error {
 	if err := n.table.Restore(rc); err != nil {
 		return err
 	}
+	n.snapPos.Store(n.table.Position())
 	n.quotas.recount(n.table)
 	// Whatever was timed before is void: every lease starts its full TTL.
 	n.leases.restartAll(time.Now())
@@ -551,21 +578,19 @@ func (n *Node) abandonedLocked(key, owner string, token uint64) {
 }
 
 // proposeAsync proposes c without waiting for it; it is used from the apply
-// path, which must never block on Raft.
-// Even enqueueing happens on its own goroutine: the FSM goroutine blocked on
-// Raft's apply channel could deadlock with Raft waiting for the FSM.
+// path, which must never block on Raft (submit never does).
 func (n *Node) proposeAsync(c fsm.Command) {
-	data := c.Encode(nil)
-	go func() {
-		if err := n.raft.Apply(data, 0).Error(); err != nil {
-			n.log.Debug("background proposal failed", "op", c.Op, "key", c.Key, "err", err)
-			if c.Op == fsm.OpGrant {
-				n.mu.Lock()
-				delete(n.granting, c.Key)
-				n.mu.Unlock()
-			}
+	n.batch.submit(c.Encode(nil), func(_ *fsm.Result, err error) {
+		if err == nil {
+			return
 		}
-	}()
+		n.log.Debug("background proposal failed", "op", c.Op, "key", c.Key, "err", err)
+		if c.Op == fsm.OpGrant {
+			n.mu.Lock()
+			delete(n.granting, c.Key)
+			n.mu.Unlock()
+		}
+	})
 }
 
 // headWaiterLocked returns the first waiter for key as an fsm.Waiter.

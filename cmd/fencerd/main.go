@@ -49,6 +49,7 @@ type options struct {
 	defaultLockTTL                                 time.Duration
 	redlockMultiEndpoint                           bool
 	maxLocks, maxArgs, maxBulkLen                  int
+	maxBatch                                       int
 	maxClients, maxPipeline                        int
 	idleTimeout                                    time.Duration
 	requirePass, usersFile, forwardUser            string
@@ -96,6 +97,7 @@ Try it with redis-cli:
 	f.BoolVar(&o.redlockMultiEndpoint, "redlock-multi-endpoint", false, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
 	bdef := redisbridge.DefaultConfig()
 	f.IntVar(&o.maxLocks, "max-locks", def.MaxLocks, "most locks held in total; an acquire of a free lock beyond it is refused")
+	f.IntVar(&o.maxBatch, "max-batch", def.MaxBatch, "most commands the leader puts into one Raft entry (group commit); 1 writes one per entry, which older fencerd versions can read")
 	f.IntVar(&o.maxArgs, "max-args", bdef.MaxArgs, "most arguments in one command")
 	f.IntVar(&o.maxBulkLen, "max-bulk-len", bdef.MaxBulkLen, "longest argument in bytes")
 	f.IntVar(&o.maxClients, "max-clients", bdef.MaxClients, "most open client connections")
@@ -146,7 +148,7 @@ func run(ctx context.Context, o options) error {
 	cfg.Join = len(o.join) > 0
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
 	cfg.SnapshotThreshold, cfg.SnapshotInterval = o.snapshotThreshold, o.snapshotInterval
-	cfg.MaxLocks = o.maxLocks
+	cfg.MaxLocks, cfg.MaxBatch = o.maxLocks, o.maxBatch
 	if kind, err := server.StoreKind(o.dataDir, o.logStore); err == nil {
 		// A data dir with a store keeps it; the flag only picks a new one.
 		cfg.LogStore = kind
@@ -290,7 +292,7 @@ func withFlagHints(err error) error {
 		{"ClientAddr", "--advertise"}, {"RaftAdvertise", "--raft-advertise"}, {"RaftAddr", "--raft-listen"},
 		{"MinTTL", "--min-ttl"}, {"MaxTTL", "--max-ttl"}, {"MaxWait", "--max-wait"}, {"DataDir", "--data-dir"},
 		{"SnapshotThreshold", "--snapshot-threshold"}, {"SnapshotInterval", "--snapshot-interval"},
-		{"MaxLocks", "--max-locks"}, {"MaxArgs", "--max-args"}, {"MaxBulkLen", "--max-bulk-len"},
+		{"MaxLocks", "--max-locks"}, {"MaxBatch", "--max-batch"}, {"MaxArgs", "--max-args"}, {"MaxBulkLen", "--max-bulk-len"},
 		{"MaxClients", "--max-clients"}, {"MaxPipeline", "--max-pipeline"}, {"IdleTimeout", "--idle-timeout"},
 		{"Users", "--users"}, {"RequirePass", "--requirepass"}, {"ForwardUser", "--forward-user"},
 	}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Concurrent requests on a real node share Raft entries (group commit), each
+// still answered with its own outcome and token; after a restart that replays
+// those entries from the log, the table and the tokens are the same.
+func TestGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir, func(c *Config) { c.SnapshotThreshold = 1 << 30 })
+	entries0, cmds0 := n.batch.stats()
+
+	const clients, rounds = 48, 20
+	tokens := make([][]uint64, clients)
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				key := "k" + strconv.Itoa(w)
+				owner := "o" + strconv.Itoa(w) + "-" + strconv.Itoa(r)
+				g := mustAcquire(t, n, key, owner, time.Hour)
+				tokens[w] = append(tokens[w], g.Token)
+				if r < rounds-1 {
+					ok, err := n.Release(context.Background(), key, owner)
+					assert.NoError(t, err)
+					assert.True(t, ok)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	entries, cmds := n.batch.stats()
+	entries, cmds = entries-entries0, cmds-cmds0
+	assert.EqualValues(t, clients*(2*rounds-1), cmds, "every request is one command")
+	assert.Less(t, entries, cmds/2, "concurrent commands share entries")
+	t.Logf("%d commands in %d entries", cmds, entries)
+
+	seen := map[uint64]bool{}
+	for w, ts := range tokens {
+		for i, tok := range ts {
+			assert.False(t, seen[tok], "token %d granted twice", tok)
+			seen[tok] = true
+			if i > 0 {
+				assert.Greater(t, tok, ts[i-1], "client %d: tokens of its key grow", w)
+			}
+		}
+	}
+	want := map[string]fsm.Lease{}
+	n.table.Range(func(k string, l fsm.Lease) { l.Deadline = 0; want[k] = l })
+	maxToken := n.table.MaxToken()
+	require.NoError(t, n.Close())
+
+	// Reopen: no snapshot was taken, so every batch is replayed.
+	n = openNode(t, dir, func(c *Config) { c.SnapshotThreshold = 1 << 30 })
+	got := map[string]fsm.Lease{}
+	n.table.Range(func(k string, l fsm.Lease) { l.Deadline = 0; got[k] = l })
+	for k, l := range want {
+		assert.Equal(t, l, got[k], "lease of %s after replay", k)
+	}
+	g := mustAcquire(t, n, "fresh", "o", time.Second)
+	assert.Greater(t, g.Token, maxToken)
+}
+
+// With MaxBatch 1 every command has an entry of its own, the form older
+// versions can read.
+func TestGroupCommitOff(t *testing.T) {
+	n := openNode(t, t.TempDir(), func(c *Config) { c.MaxBatch = 1 })
+	entries0, cmds0 := n.batch.stats()
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mustAcquire(t, n, "k"+strconv.Itoa(w), "o", time.Hour)
+		}()
+	}
+	wg.Wait()
+	entries, cmds := n.batch.stats()
+	assert.EqualValues(t, 16, cmds-cmds0)
+	assert.Equal(t, cmds-cmds0, entries-entries0)
+}
+
+// The batcher on its own, over a stand-in for Raft that commits when told:
+// while an entry is in flight the next commands wait and go in one entry,
+// at most maxCmds of them, in the order submitted; an entry's error reaches
+// each of its commands; stop answers what is still queued. (A stand-in,
+// because a real Raft cannot be held mid-commit on demand.)
+func TestBatcherGroupsWhileAnEntryIsInFlight(t *testing.T) {
+	type sent struct {
+		cmds []fsm.Command
+		f    *heldFuture
+	}
+	sentCh := make(chan sent, 16)
+	b := newBatcher(func(data []byte) raft.ApplyFuture {
+		cmds, err := fsm.DecodeEntry(data)
+		require.NoError(t, err)
+		f := &heldFuture{done: make(chan struct{})}
+		sentCh <- sent{cmds, f}
+		return f
+	}, 3, 1)
+
+	type answer struct {
+		key string
+		res *fsm.Result
+		err error
+	}
+	answers := make(chan answer, 16)
+	submit := func(key string) {
+		b.submit(fsm.Command{Op: fsm.OpRevoke, Key: key}.Encode(nil), func(r *fsm.Result, err error) {
+			answers <- answer{key, r, err}
+		})
+	}
+	submit("a")
+	first := <-sentCh
+	require.Len(t, first.cmds, 1, "an idle batcher sends at once")
+	for _, k := range []string{"b", "c", "d", "e"} {
+		submit(k)
+	}
+	select {
+	case s := <-sentCh:
+		t.Fatalf("sent %v while an entry was in flight", s.cmds)
+	case <-time.After(50 * time.Millisecond):
+	}
+	first.f.finish(&fsm.Result{Code: fsm.Revoked}, nil)
+	a := <-answers
+	assert.Equal(t, "a", a.key)
+	assert.Equal(t, fsm.Revoked, a.res.Code)
+
+	second := <-sentCh
+	require.Len(t, second.cmds, 3, "at most maxCmds")
+	assert.Equal(t, []string{"b", "c", "d"}, []string{second.cmds[0].Key, second.cmds[1].Key, second.cmds[2].Key})
+	second.f.finish(nil, raft.ErrLeadershipLost)
+	for range 3 {
+		a := <-answers
+		assert.ErrorIs(t, a.err, raft.ErrLeadershipLost, a.key)
+	}
+	third := <-sentCh
+	require.Len(t, third.cmds, 1)
+	assert.Equal(t, "e", third.cmds[0].Key)
+
+	submit("f") // queued behind the entry in flight
+	b.stop()
+	a = <-answers
+	assert.Equal(t, "f", a.key)
+	assert.ErrorIs(t, a.err, raft.ErrRaftShutdown)
+	submit("g")
+	a = <-answers
+	assert.ErrorIs(t, a.err, raft.ErrRaftShutdown, "after stop")
+	third.f.finish(&fsm.Result{}, nil)
+	assert.Equal(t, "e", (<-answers).key, "an entry sent before stop is still answered")
+}
+
+// heldFuture is a raft.ApplyFuture that completes when finish is called.
+type heldFuture struct {
+	done chan struct{}
+	res  interface{}
+	err  error
+}
+
+func (f *heldFuture) finish(res interface{}, err error) {
+	f.res, f.err = res, err
+	close(f.done)
+}
+func (f *heldFuture) Error() error          { <-f.done; return f.err }
+func (f *heldFuture) Response() interface{} { <-f.done; return f.res }
+func (f *heldFuture) Index() uint64         { return 0 }
+
+// A snapshot is taken once SnapshotThreshold commands were applied, even when
+// batches kept the entries below it (Raft counts only entries).
+func TestSnapshotCountsCommandsNotEntries(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir, func(c *Config) {
+		c.SnapshotThreshold = 400
+		c.SnapshotInterval = 50 * time.Millisecond
+	})
+	var wg sync.WaitGroup
+	for w := range 48 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range 10 {
+				mustAcquire(t, n, "k"+strconv.Itoa(w)+"-"+strconv.Itoa(r), "o", time.Hour)
+			}
+		}()
+	}
+	wg.Wait()
+	entries, cmds := n.batch.stats()
+	require.Less(t, entries, uint64(400), "the test needs the entries below the threshold")
+	require.GreaterOrEqual(t, cmds, uint64(480))
+	require.Eventually(t, func() bool {
+		list, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, nil)
+		if err != nil {
+			return false
+		}
+		metas, err := list.List()
+		return err == nil && len(metas) > 0
+	}, 5*time.Second, 20*time.Millisecond, "no snapshot after %d commands in %d entries", cmds, entries)
+}
