@@ -210,3 +210,69 @@ func TestSnapshotCountsCommandsNotEntries(t *testing.T) {
 		return err == nil && len(metas) > 0
 	}, 5*time.Second, 20*time.Millisecond, "no snapshot after %d commands in %d entries", cmds, entries)
 }
+
+// Each command of a batch gets its own result from the slice Raft answers
+// with; commands that would not fit in fsm.MaxEntrySize together go in
+// entries of their own. (The same stand-in for Raft as above.)
+func TestBatcherAnswersEachCommandAndBoundsEntries(t *testing.T) {
+	type sent struct {
+		cmds []fsm.Command
+		size int
+		f    *heldFuture
+	}
+	sentCh := make(chan sent, 16)
+	b := newBatcher(func(data []byte) raft.ApplyFuture {
+		cmds, err := fsm.DecodeEntry(data)
+		require.NoError(t, err)
+		f := &heldFuture{done: make(chan struct{})}
+		sentCh <- sent{cmds, len(data), f}
+		return f
+	}, 8, 1)
+	defer b.stop()
+	answers := make(chan *fsm.Result, 16)
+	submit := func(c fsm.Command) {
+		b.submit(c.Encode(nil), func(r *fsm.Result, err error) {
+			assert.NoError(t, err)
+			answers <- r
+		})
+	}
+
+	submit(fsm.Command{Op: fsm.OpRevoke, Key: "a"})
+	first := <-sentCh
+	for _, k := range []string{"b", "c", "d"} {
+		submit(fsm.Command{Op: fsm.OpRevoke, Key: k})
+	}
+	first.f.finish(&fsm.Result{Cmd: first.cmds[0]}, nil)
+	assert.Equal(t, "a", (<-answers).Cmd.Key)
+	second := <-sentCh
+	require.Len(t, second.cmds, 3)
+	results := make([]*fsm.Result, 3)
+	for i, c := range second.cmds {
+		results[i] = &fsm.Result{Cmd: c, Position: uint64(10 + i)}
+	}
+	second.f.finish(results, nil)
+	for i := range 3 {
+		r := <-answers
+		assert.Equal(t, uint64(10+i), r.Position)
+		assert.Equal(t, string(rune('b'+i)), r.Cmd.Key, "each command gets its own result")
+	}
+
+	big := func(key string) fsm.Command {
+		long := string(make([]byte, 60<<10))
+		return fsm.Command{Op: fsm.OpRevoke, Key: key + long, Owner: long, Waiter: &fsm.Waiter{Owner: long, TTL: 1}}
+	}
+	submit(fsm.Command{Op: fsm.OpRevoke, Key: "e"})
+	held := <-sentCh
+	submit(big("x"))
+	submit(big("y"))
+	held.f.finish(&fsm.Result{Cmd: held.cmds[0]}, nil)
+	<-answers
+	for _, want := range []string{"x", "y"} {
+		s := <-sentCh
+		require.Len(t, s.cmds, 1, "two such commands exceed fsm.MaxEntrySize together")
+		assert.Equal(t, want, s.cmds[0].Key[:1])
+		assert.LessOrEqual(t, s.size, fsm.MaxEntrySize)
+		s.f.finish(&fsm.Result{Cmd: s.cmds[0]}, nil)
+		<-answers
+	}
+}

@@ -496,11 +496,29 @@ func (n *Node) resultLocked(r *fsm.Result) {
 }
 
 func (m *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	// Called on the FSM goroutine, so the position is the snapshot's.
+	pos := m.table.Position()
 	s, err := m.table.Snapshot()
-	if err == nil {
-		m.snapPos.Store(m.table.Position())
+	if err != nil {
+		return nil, err
 	}
-	return s, err
+	return &countedSnapshot{FSMSnapshot: s, n: (*Node)(m), pos: pos}, nil
+}
+
+// countedSnapshot records the snapshot's position as the node's last once it
+// is saved, for snapshotLoop and snapshotBeforeStop.
+type countedSnapshot struct {
+	raft.FSMSnapshot
+	n   *Node
+	pos uint64
+}
+
+func (s *countedSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.FSMSnapshot.Persist(sink); err != nil {
+		return err
+	}
+	s.n.snapPos.Store(s.pos)
+	return nil
 }
 
 func (m *stateMachine) Restore(rc io.ReadCloser) error {

@@ -112,8 +112,8 @@ Try it with redis-cli:
 	f.StringVar(&o.tlsCA, "tls-ca-cert-file", "", "CA certificates (PEM) that client and node certificates are verified against (default: the system's, for dialing other nodes)")
 	f.BoolVar(&o.tlsAuthClients, "tls-auth-clients", true, "with --tls-ca-cert-file, require a client certificate signed by it")
 	f.BoolVar(&o.raftTLS, "raft-tls", false, "run Raft over mutual TLS with --tls-cert-file, verified against --tls-ca-cert-file (needs both)")
-	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries between snapshots")
-	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft checks whether to snapshot")
+	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries, or commands applied (an entry may hold a batch), between snapshots")
+	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft and the node check whether to snapshot")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", def.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
 	return cmd
