@@ -100,18 +100,8 @@ func TestGroupCommitOff(t *testing.T) {
 // each of its commands; stop answers what is still queued. (A stand-in,
 // because a real Raft cannot be held mid-commit on demand.)
 func TestBatcherGroupsWhileAnEntryIsInFlight(t *testing.T) {
-	type sent struct {
-		cmds []fsm.Command
-		f    *heldFuture
-	}
-	sentCh := make(chan sent, 16)
-	b := newBatcher(func(data []byte) raft.ApplyFuture {
-		cmds, err := fsm.DecodeEntry(data)
-		require.NoError(t, err)
-		f := &heldFuture{done: make(chan struct{})}
-		sentCh <- sent{cmds, f}
-		return f
-	}, 3, 1)
+	apply, sentCh := heldRaft(t)
+	b := newBatcher(apply, 3, 1)
 
 	type answer struct {
 		key string
@@ -162,6 +152,26 @@ func TestBatcherGroupsWhileAnEntryIsInFlight(t *testing.T) {
 	assert.ErrorIs(t, a.err, raft.ErrRaftShutdown, "after stop")
 	third.f.finish(&fsm.Result{}, nil)
 	assert.Equal(t, "e", (<-answers).key, "an entry sent before stop is still answered")
+}
+
+// sentEntry is an entry the batcher sent to heldRaft.
+type sentEntry struct {
+	cmds []fsm.Command
+	size int
+	f    *heldFuture
+}
+
+// heldRaft is the stand-in for Raft's Apply: each entry sent is decoded and
+// handed to the test with a future it completes when it chooses.
+func heldRaft(t *testing.T) (func([]byte) raft.ApplyFuture, chan sentEntry) {
+	sent := make(chan sentEntry, 16)
+	return func(data []byte) raft.ApplyFuture {
+		cmds, err := fsm.DecodeEntry(data)
+		require.NoError(t, err)
+		f := &heldFuture{done: make(chan struct{})}
+		sent <- sentEntry{cmds, len(data), f}
+		return f
+	}, sent
 }
 
 // heldFuture is a raft.ApplyFuture that completes when finish is called.
@@ -215,19 +225,8 @@ func TestSnapshotCountsCommandsNotEntries(t *testing.T) {
 // with; commands that would not fit in fsm.MaxEntrySize together go in
 // entries of their own. (The same stand-in for Raft as above.)
 func TestBatcherAnswersEachCommandAndBoundsEntries(t *testing.T) {
-	type sent struct {
-		cmds []fsm.Command
-		size int
-		f    *heldFuture
-	}
-	sentCh := make(chan sent, 16)
-	b := newBatcher(func(data []byte) raft.ApplyFuture {
-		cmds, err := fsm.DecodeEntry(data)
-		require.NoError(t, err)
-		f := &heldFuture{done: make(chan struct{})}
-		sentCh <- sent{cmds, len(data), f}
-		return f
-	}, 8, 1)
+	apply, sentCh := heldRaft(t)
+	b := newBatcher(apply, 8, 1)
 	defer b.stop()
 	answers := make(chan *fsm.Result, 16)
 	submit := func(c fsm.Command) {
