@@ -220,6 +220,11 @@ func pingOnce(addr string) error {
 	if err != nil {
 		return err
 	}
+	return pingConn(c)
+}
+
+// pingConn sends PING on c, checks the reply and closes c.
+func pingConn(c net.Conn) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {

@@ -307,19 +307,7 @@ func secTLSPing(addr string, cfg *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return errors.New("PING answered " + line)
-	}
-	return nil
+	return pingConn(c)
 }
 
 // secDialTLS opens a RESP connection over TLS, closed when the test ends.
