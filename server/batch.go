@@ -20,6 +20,12 @@ import (
 // entries (docs/performance.md), as each commit round then carries every
 // command that arrived during the previous one.
 //
+// No goroutine hand-off stands between Raft and the next entry: a request
+// finding nothing in flight sends its entry itself (submitAndSend), and the
+// goroutine that sees an entry committed sends the next one before it
+// answers the first's commands. Only commands from the apply path, which
+// must not block, go through the batcher's own goroutine.
+//
 // The commands of an entry are applied one after the other as if each had an
 // entry of its own (fsm.Table.Apply), so batching changes no outcome, and
 // commands proposed on this node reach the log in the order they were
@@ -28,6 +34,8 @@ type batcher struct {
 	apply   func(data []byte) raft.ApplyFuture
 	maxCmds int
 	window  int
+
+	sendMu sync.Mutex // held while an entry is taken from the queue and sent
 
 	mu       sync.Mutex
 	queue    []proposal
@@ -62,17 +70,34 @@ func newBatcher(apply func([]byte) raft.ApplyFuture, maxCmds, window int) *batch
 
 // submit queues a command in its Encode form; answer is called once with its
 // outcome, on another goroutine. It never blocks: the apply path calls it.
+// The batcher's own goroutine sends the entry.
 func (b *batcher) submit(data []byte, answer func(*fsm.Result, error)) {
-	p := proposal{data: data, answer: answer}
+	if b.enqueue(proposal{data: data, answer: answer}) {
+		b.signal()
+	}
+}
+
+// submitAndSend is submit for a caller that may block on Raft's queue (a
+// request's goroutine): if no entry is in flight it sends one itself, which
+// spares an idle leader a goroutine hand-off per command.
+func (b *batcher) submitAndSend(data []byte, answer func(*fsm.Result, error)) {
+	if b.enqueue(proposal{data: data, answer: answer}) {
+		b.sendNext()
+	}
+}
+
+// enqueue queues p and reports whether it was queued; after stop it answers
+// p with raft.ErrRaftShutdown instead.
+func (b *batcher) enqueue(p proposal) bool {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
-		go answer(nil, raft.ErrRaftShutdown)
-		return
+		go p.answer(nil, raft.ErrRaftShutdown)
+		return false
 	}
 	b.queue = append(b.queue, p)
 	b.mu.Unlock()
-	b.signal()
+	return true
 }
 
 func (b *batcher) signal() {
@@ -102,32 +127,46 @@ func (b *batcher) stop() {
 	}
 }
 
+// run sends what submit queued, whenever the window has room.
 func (b *batcher) run() {
 	defer close(b.done)
-	for {
+	for range b.wake {
 		b.mu.Lock()
-		for !b.stopped && (len(b.queue) == 0 || b.inflight >= b.window) {
-			b.mu.Unlock()
-			<-b.wake
-			b.mu.Lock()
-		}
-		if b.stopped {
-			b.mu.Unlock()
+		stopped := b.stopped
+		b.mu.Unlock()
+		if stopped {
 			return
 		}
-		take := b.take()
-		b.inflight++
-		b.entries++
-		b.cmds += uint64(len(take))
-		b.mu.Unlock()
-
-		datas := make([][]byte, len(take))
-		for i, p := range take {
-			datas[i] = p.data
+		for b.sendNext() {
 		}
-		f := b.apply(fsm.JoinEntries(nil, datas))
-		go b.deliver(f, take)
 	}
+}
+
+// sendNext sends the next entry if there is a command queued and room in the
+// window, and reports whether it sent one. Sends are serialised by sendMu, so
+// commands reach Raft in the order they were queued; it is never held by
+// submit, whose callers must not block.
+func (b *batcher) sendNext() bool {
+	b.sendMu.Lock()
+	defer b.sendMu.Unlock()
+	b.mu.Lock()
+	if b.stopped || len(b.queue) == 0 || b.inflight >= b.window {
+		b.mu.Unlock()
+		return false
+	}
+	take := b.take()
+	b.inflight++
+	b.entries++
+	b.cmds += uint64(len(take))
+	b.mu.Unlock()
+
+	datas := make([][]byte, len(take))
+	for i, p := range take {
+		datas[i] = p.data
+	}
+	f := b.apply(fsm.JoinEntries(nil, datas))
+	go b.deliver(f, take)
+	return true
 }
 
 // take removes the commands of the next entry from the queue: at least one,
@@ -155,7 +194,9 @@ func (b *batcher) deliver(f raft.ApplyFuture, take []proposal) {
 	b.mu.Lock()
 	b.inflight--
 	b.mu.Unlock()
-	b.signal()
+	// The next entry goes before this one's answers, from this goroutine:
+	// Raft is idle until it does.
+	b.sendNext()
 	if err != nil {
 		for _, p := range take {
 			p.answer(nil, err)

@@ -275,3 +275,50 @@ func TestBatcherAnswersEachCommandAndBoundsEntries(t *testing.T) {
 		<-answers
 	}
 }
+
+// A request's own goroutine sends the entry when nothing is in flight
+// (submitAndSend returns with it sent), and the goroutine that sees an entry
+// committed sends the next one before it answers the first's commands: Raft
+// waits on neither a wake-up of the batcher's loop. (The stand-in for Raft.)
+func TestBatcherSendsFromTheCallerAndBeforeAnswering(t *testing.T) {
+	apply, sentCh := heldRaft(t)
+	b := newBatcher(apply, 8, 1)
+	defer b.stop()
+	answers := make(chan string, 16)
+	submit := func(key string) {
+		b.submitAndSend(fsm.Command{Op: fsm.OpRevoke, Key: key}.Encode(nil), func(r *fsm.Result, err error) {
+			assert.NoError(t, err)
+			answers <- key
+		})
+	}
+	sentNow := func() sentEntry {
+		t.Helper()
+		select {
+		case s := <-sentCh:
+			return s
+		default:
+			t.Fatal("no entry sent yet")
+			return sentEntry{}
+		}
+	}
+
+	submit("a")
+	first := sentNow()
+	require.Len(t, first.cmds, 1)
+	submit("b")
+	submit("c")
+	select {
+	case s := <-sentCh:
+		t.Fatalf("sent %v while an entry was in flight", s.cmds)
+	default:
+	}
+	first.f.finish(&fsm.Result{}, nil)
+	assert.Equal(t, "a", <-answers)
+	second := sentNow()
+	require.Len(t, second.cmds, 2)
+	assert.Equal(t, "b", second.cmds[0].Key)
+	assert.Equal(t, "c", second.cmds[1].Key)
+	second.f.finish([]*fsm.Result{{}, {}}, nil)
+	assert.Equal(t, "b", <-answers)
+	assert.Equal(t, "c", <-answers)
+}

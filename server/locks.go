@@ -388,7 +388,7 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		return nil, invalid("entry of %d bytes exceeds %d", len(data), fsm.MaxEntrySize)
 	}
 	ch := make(chan applied, 1)
-	n.batch.submit(data, func(r *fsm.Result, err error) {
+	n.batch.submitAndSend(data, func(r *fsm.Result, err error) {
 		switch {
 		case err != nil:
 			ch <- applied{err: n.translate(err)}
