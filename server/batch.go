@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/fencerlock/fencer/fsm"
@@ -39,8 +40,9 @@ type batcher struct {
 
 	mu       sync.Mutex
 	queue    []proposal
-	inflight int  // entries sent and not yet answered
-	stopped  bool // no more entries; everything left is answered with raft.ErrRaftShutdown
+	seq      uint64 // the id of the last proposal queued
+	inflight int    // entries sent and not yet answered
+	stopped  bool   // no more entries; everything left is answered with raft.ErrRaftShutdown
 	wake     chan struct{}
 	done     chan struct{}
 
@@ -50,6 +52,7 @@ type batcher struct {
 
 // proposal is one command waiting for its entry.
 type proposal struct {
+	id   uint64 // for withdraw
 	data []byte // the command's Encode form
 	// answer receives the command's result or the entry's error (raft's,
 	// untranslated). It runs on the batcher's own goroutines, never under
@@ -72,32 +75,53 @@ func newBatcher(apply func([]byte) raft.ApplyFuture, maxCmds, window int) *batch
 // outcome, on another goroutine. It never blocks: the apply path calls it.
 // The batcher's own goroutine sends the entry.
 func (b *batcher) submit(data []byte, answer func(*fsm.Result, error)) {
-	if b.enqueue(proposal{data: data, answer: answer}) {
+	if _, ok := b.enqueue(data, answer); ok {
 		b.signal()
 	}
 }
 
 // submitAndSend is submit for a caller that may block on Raft's queue (a
 // request's goroutine): if no entry is in flight it sends one itself, which
-// spares an idle leader a goroutine hand-off per command.
-func (b *batcher) submitAndSend(data []byte, answer func(*fsm.Result, error)) {
-	if b.enqueue(proposal{data: data, answer: answer}) {
+// spares an idle leader a goroutine hand-off per command. It returns the
+// command's id, for withdraw.
+func (b *batcher) submitAndSend(data []byte, answer func(*fsm.Result, error)) uint64 {
+	id, ok := b.enqueue(data, answer)
+	if ok {
 		b.sendNext()
 	}
+	return id
 }
 
-// enqueue queues p and reports whether it was queued; after stop it answers
-// p with raft.ErrRaftShutdown instead.
-func (b *batcher) enqueue(p proposal) bool {
+// enqueue queues a command and returns its id; after stop it answers it with
+// raft.ErrRaftShutdown instead and reports false.
+func (b *batcher) enqueue(data []byte, answer func(*fsm.Result, error)) (uint64, bool) {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
-		go p.answer(nil, raft.ErrRaftShutdown)
-		return false
+		go answer(nil, raft.ErrRaftShutdown)
+		return 0, false
 	}
-	b.queue = append(b.queue, p)
+	b.seq++
+	id := b.seq
+	b.queue = append(b.queue, proposal{id: id, data: data, answer: answer})
 	b.mu.Unlock()
-	return true
+	return id, true
+}
+
+// withdraw takes the command with this id out of the queue if it has not been
+// sent to Raft, and reports whether it did: a withdrawn command never takes
+// effect, and its answer is never called. A request whose context ends while
+// it waits for an entry so fails with a definite outcome, not an unknown one.
+func (b *batcher) withdraw(id uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.queue {
+		if b.queue[i].id == id {
+			b.queue = slices.Delete(b.queue, i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 func (b *batcher) signal() {

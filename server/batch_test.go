@@ -322,3 +322,52 @@ func TestBatcherSendsFromTheCallerAndBeforeAnswering(t *testing.T) {
 	assert.Equal(t, "b", <-answers)
 	assert.Equal(t, "c", <-answers)
 }
+
+// A request whose context ends while its command waits in the batcher's queue
+// gets the context's error and its command never reaches Raft; once the
+// command was sent, the same ending gives ErrUnknownOutcome. (propose on a
+// Node holding only a batcher over the stand-in for Raft: a real Raft cannot
+// be held mid-commit on demand.)
+func TestProposeWithdrawsACommandStillQueued(t *testing.T) {
+	apply, sentCh := heldRaft(t)
+	n := &Node{batch: newBatcher(apply, 8, 1)}
+	defer n.batch.stop()
+	queued := func() int {
+		n.batch.mu.Lock()
+		defer n.batch.mu.Unlock()
+		return len(n.batch.queue)
+	}
+
+	inflightCtx, cancelInflight := context.WithCancel(context.Background())
+	inflightErr := make(chan error, 1)
+	go func() {
+		_, err := n.propose(inflightCtx, fsm.Command{Op: fsm.OpRevoke, Key: "a"})
+		inflightErr <- err
+	}()
+	first := <-sentCh
+
+	ctx, cancel := context.WithCancel(context.Background())
+	queuedErr := make(chan error, 1)
+	go func() {
+		_, err := n.propose(ctx, fsm.Command{Op: fsm.OpRevoke, Key: "b"})
+		queuedErr <- err
+	}()
+	require.Eventually(t, func() bool { return queued() == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+	err := <-queuedErr
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, ErrUnknownOutcome, "withdrawn before it was sent: a definite failure")
+	assert.Zero(t, queued())
+
+	cancelInflight()
+	err = <-inflightErr
+	assert.ErrorIs(t, err, ErrUnknownOutcome, "already sent to Raft")
+
+	go func() { _, _ = n.propose(context.Background(), fsm.Command{Op: fsm.OpRevoke, Key: "c"}) }()
+	require.Eventually(t, func() bool { return queued() == 1 }, 5*time.Second, time.Millisecond)
+	first.f.finish(&fsm.Result{}, nil)
+	next := <-sentCh
+	require.Len(t, next.cmds, 1)
+	assert.Equal(t, "c", next.cmds[0].Key, "the withdrawn command is not in the next entry")
+	next.f.finish(&fsm.Result{}, nil)
+}

@@ -11,7 +11,9 @@
 //     entry is committed and applied. If the outcome cannot be known
 //     (leadership lost after the entry was proposed, the caller's deadline
 //     passed while it was in flight), the error is ErrUnknownOutcome, never a
-//     "not granted".
+//     "not granted". A deadline that passes while the command still waits in
+//     the leader's batcher queue withdraws it: the error is the context's,
+//     and the command never takes effect.
 //
 //   - No early expiry. Only a ready leader times leases, on the monotonic
 //     clock, from the moment it applies the grant or renewal (later than the

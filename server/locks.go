@@ -372,8 +372,9 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 	}
 }
 
-// propose commits c and returns its result. An error after the entry may
-// have been enqueued is ErrUnknownOutcome.
+// propose commits c and returns its result. If ctx ends first, the error is
+// ctx's own while c still waits in the batcher's queue (it is withdrawn and
+// never takes effect) and ErrUnknownOutcome once it was sent to Raft.
 func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -388,7 +389,7 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		return nil, invalid("entry of %d bytes exceeds %d", len(data), fsm.MaxEntrySize)
 	}
 	ch := make(chan applied, 1)
-	n.batch.submitAndSend(data, func(r *fsm.Result, err error) {
+	id := n.batch.submitAndSend(data, func(r *fsm.Result, err error) {
 		switch {
 		case err != nil:
 			ch <- applied{err: n.translate(err)}
@@ -402,6 +403,10 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 	case a := <-ch:
 		return a.res, a.err
 	case <-ctx.Done():
+		if n.batch.withdraw(id) {
+			// Still queued for an entry: it never reached Raft.
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
 	}
 }
