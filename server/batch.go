@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -24,8 +25,9 @@ import (
 // No goroutine hand-off stands between Raft and the next entry: a request
 // finding nothing in flight sends its entry itself (submitAndSend), and the
 // goroutine that sees an entry committed sends the next one before it
-// answers the first's commands. Only commands from the apply path, which
-// must not block, go through the batcher's own goroutine.
+// answers the first's commands. Only the node's own commands (from the apply
+// path, which must not block, the expiry loop and a new leader's member
+// record) are sent by the batcher's goroutine when nothing is in flight.
 //
 // The commands of an entry are applied one after the other as if each had an
 // entry of its own (fsm.Table.Apply), so batching changes no outcome, and
@@ -42,7 +44,7 @@ type batcher struct {
 	queue    []proposal
 	seq      uint64 // the id of the last proposal queued
 	inflight int    // entries sent and not yet answered
-	stopped  bool   // no more entries; everything left is answered with raft.ErrRaftShutdown
+	stopped  bool   // no more entries; everything left is answered with errNotSent
 	wake     chan struct{}
 	done     chan struct{}
 
@@ -59,6 +61,10 @@ type proposal struct {
 	// a lock of theirs, and must not block.
 	answer func(*fsm.Result, error)
 }
+
+// errNotSent answers the commands still queued when the batcher stops: they
+// never reached Raft. It wraps raft.ErrRaftShutdown.
+var errNotSent = fmt.Errorf("%w: the command was not sent before the node shut down", raft.ErrRaftShutdown)
 
 func newBatcher(apply func([]byte) raft.ApplyFuture, maxCmds, window int) *batcher {
 	if maxCmds <= 1 {
@@ -93,12 +99,12 @@ func (b *batcher) submitAndSend(data []byte, answer func(*fsm.Result, error)) ui
 }
 
 // enqueue queues a command and returns its id; after stop it answers it with
-// raft.ErrRaftShutdown instead and reports false.
+// errNotSent instead and reports false.
 func (b *batcher) enqueue(data []byte, answer func(*fsm.Result, error)) (uint64, bool) {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
-		go answer(nil, raft.ErrRaftShutdown)
+		go answer(nil, errNotSent)
 		return 0, false
 	}
 	b.seq++
@@ -131,7 +137,7 @@ func (b *batcher) signal() {
 	}
 }
 
-// stop answers whatever is still queued with raft.ErrRaftShutdown and ends
+// stop answers whatever is still queued with errNotSent and ends
 // the loop; entries already sent are answered by Raft. Call it after Raft has
 // shut down (so that no send can block on Raft's queue).
 func (b *batcher) stop() {
@@ -147,7 +153,7 @@ func (b *batcher) stop() {
 	b.signal()
 	<-b.done
 	for _, p := range left {
-		p.answer(nil, raft.ErrRaftShutdown)
+		p.answer(nil, errNotSent)
 	}
 }
 

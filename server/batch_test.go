@@ -371,3 +371,28 @@ func TestProposeWithdrawsACommandStillQueued(t *testing.T) {
 	assert.Equal(t, "c", next.cmds[0].Key, "the withdrawn command is not in the next entry")
 	next.f.finish(&fsm.Result{}, nil)
 }
+
+// A command still queued when the node stops never reached Raft: propose
+// answers ErrShutdown, a definite failure, not ErrUnknownOutcome; the one
+// already sent stays unknown until Raft answers it. (The stand-in for Raft.)
+func TestProposeQueuedAtStopIsShutdown(t *testing.T) {
+	apply, sentCh := heldRaft(t)
+	n := &Node{batch: newBatcher(apply, 8, 1)}
+	go func() { _, _ = n.propose(context.Background(), fsm.Command{Op: fsm.OpRevoke, Key: "a"}) }()
+	first := <-sentCh
+	errs := make(chan error, 1)
+	go func() {
+		_, err := n.propose(context.Background(), fsm.Command{Op: fsm.OpRevoke, Key: "b"})
+		errs <- err
+	}()
+	require.Eventually(t, func() bool {
+		n.batch.mu.Lock()
+		defer n.batch.mu.Unlock()
+		return len(n.batch.queue) == 1
+	}, 5*time.Second, time.Millisecond)
+	n.batch.stop()
+	err := <-errs
+	assert.ErrorIs(t, err, ErrShutdown)
+	assert.NotErrorIs(t, err, ErrUnknownOutcome)
+	first.f.finish(nil, raft.ErrRaftShutdown)
+}

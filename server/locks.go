@@ -407,6 +407,11 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 			// Still queued for an entry: it never reached Raft.
 			return nil, ctx.Err()
 		}
+		select {
+		case a := <-ch: // answered meanwhile
+			return a.res, a.err
+		default:
+		}
 		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
 	}
 }
@@ -414,6 +419,8 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 // translate maps Raft's errors to this package's.
 func (n *Node) translate(err error) error {
 	switch {
+	case errors.Is(err, errNotSent):
+		return ErrShutdown // never reached Raft: nothing was done
 	case errors.Is(err, raft.ErrNotLeader):
 		lid, addr := n.Leader()
 		return &NotLeaderError{Leader: lid, LeaderAddr: addr}

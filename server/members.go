@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -88,6 +89,10 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 	}
 	if n.table.Members()[id] != clientAddr {
 		if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: clientAddr}); err != nil {
+			if !present && !errors.Is(err, ErrUnknownOutcome) {
+				// The member was added; only its address is missing.
+				return fmt.Errorf("%w: %q joined, but its client address was not recorded: %v", ErrUnknownOutcome, id, err)
+			}
 			return err
 		}
 	}
