@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,3 +92,86 @@ func (f faultyLocker) ReleaseRedis(context.Context, string, string) (bool, error
 	return false, f.err
 }
 func (f faultyLocker) ID() string { return "faulty" }
+
+// stallingLocker releases the first `done` keys, then each later release
+// waits for its context to end and fails with the context's error, as the
+// node does for a command withdrawn from its batcher's queue. A stand-in
+// because a real node cannot be made to hold a command queued on demand.
+type stallingLocker struct {
+	faultyLocker
+	done     int
+	mu       sync.Mutex
+	released []string
+}
+
+func (s *stallingLocker) ReleaseRedis(ctx context.Context, key, _ string) (bool, error) {
+	s.mu.Lock()
+	if len(s.released) < s.done {
+		s.released = append(s.released, key)
+		s.mu.Unlock()
+		return true, nil
+	}
+	s.mu.Unlock()
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+// A script whose deadline passes after some of its commands took effect
+// answers UNCERTAIN, never TIMEOUT (which promises that nothing was done).
+func TestScriptStoppedMidwayByItsDeadlineIsUncertain(t *testing.T) {
+	l := &stallingLocker{faultyLocker: faultyLocker{server.ErrShutdown}, done: 2}
+	b, err := New(l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.Serve(ln) }()
+	defer b.Close()
+	c := newClient(t, ln.Addr().String())
+	_, err = do(t, c, "EVAL", redlockRelease5, 4, "a", "b", "c", "d", "v")
+	require.Error(t, err)
+	assert.Regexp(t, "^UNCERTAIN ", err.Error())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, []string{"a", "b"}, l.released)
+}
+
+// unsureLocker's first acquire ends with an unknown outcome; each later one
+// waits for its context to end and fails with the context's error, as the
+// node does for a command withdrawn from its queue. A stand-in because a
+// real node cannot lose leadership mid-commit on demand.
+type unsureLocker struct {
+	faultyLocker
+	mu    sync.Mutex
+	calls int
+}
+
+func (u *unsureLocker) Acquire(ctx context.Context, _, _ string, _, _ time.Duration) (server.Grant, bool, error) {
+	u.mu.Lock()
+	u.calls++
+	first := u.calls == 1
+	u.mu.Unlock()
+	if first {
+		return server.Grant{}, false, fmt.Errorf("%w: leadership lost while the command was in flight", server.ErrUnknownOutcome)
+	}
+	<-ctx.Done()
+	return server.Grant{}, false, ctx.Err()
+}
+
+// A waiting acquire whose earlier attempt may have been granted ends in
+// UNCERTAIN when a later attempt runs out of time, not in TIMEOUT.
+func TestWaitKeepsAnEarlierUnknownOutcome(t *testing.T) {
+	l := &unsureLocker{faultyLocker: faultyLocker{server.ErrShutdown}}
+	b, err := New(l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.Serve(ln) }()
+	defer b.Close()
+	c := newClient(t, ln.Addr().String())
+	_, err = do(t, c, "FENCE.ACQUIRE", "k", "o", 1000, "WAIT", 1000)
+	require.Error(t, err)
+	assert.Regexp(t, "^UNCERTAIN ", err.Error())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, 2, l.calls, "a second attempt ran")
+}

@@ -140,6 +140,11 @@ func (b *Bridge) acquire(r *request) {
 			uncertain, last = true, err
 		case errors.Is(err, server.ErrNoLeader), errors.Is(err, server.ErrNotLeader):
 			last = err
+		case ctx.Err() != nil:
+			// This attempt's command was withdrawn unsent or never made;
+			// an earlier attempt's outcome may still be open.
+			b.endWait(r, uncertain, err)
+			return
 		default:
 			writeErr(r.c, err)
 			return

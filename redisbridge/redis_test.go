@@ -3,6 +3,7 @@ package redisbridge
 import (
 	"bufio"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -342,4 +343,53 @@ func TestLockScriptsByLibrary(t *testing.T) {
 	_, err = do(t, c, "EVALSHA", scriptSHA([]byte(redsyncTouch)), "0", "v", "1000")
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "ERR this go-redsync/redsync"), err.Error())
+}
+
+// A script is several commands; when the request's deadline passes after
+// some of them took effect, the reply is UNCERTAIN, not TIMEOUT (which says
+// that nothing was done). node-redlock's release of 1,000 keys, one commit
+// (an fdatasync) after the other, cannot finish within a 50 ms request
+// timeout, and the first commit can.
+func TestScriptDeadlineMidwayIsUncertain(t *testing.T) {
+	addr, _ := startBridgeWith(t, func(c *Config) { c.RequestTimeout = 50 * time.Millisecond })
+	c := newClient(t, addr)
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "m" + strconv.Itoa(i)
+	}
+	held := func() int {
+		t.Helper()
+		p := c.Pipeline()
+		gets := make([]*redis.StringCmd, len(keys))
+		for i, k := range keys {
+			gets[i] = p.Get(t.Context(), k)
+		}
+		_, _ = p.Exec(t.Context())
+		n := 0
+		for _, g := range gets {
+			if v, err := g.Result(); err == nil && v == "w" {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { // the node may not lead yet
+		return c.SetNX(t.Context(), "ready", "w", time.Minute).Err() == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	for start := 0; start < len(keys); start += 500 {
+		p := c.Pipeline()
+		for _, k := range keys[start : start+500] {
+			p.SetNX(t.Context(), k, "w", time.Minute)
+		}
+		_, err := p.Exec(t.Context())
+		require.NoError(t, err)
+	}
+	require.Equal(t, len(keys), held())
+
+	err := redis.NewScript(redlockRelease5).Run(t.Context(), c, keys, "w").Err()
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "UNCERTAIN "), "got %q", err)
+	left := held()
+	assert.Less(t, left, len(keys), "some releases took effect before the deadline")
+	assert.Positive(t, left, "the deadline passed before the last")
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencerlock/fencer/server"
 )
 
 // fencer runs no Lua. EVAL and EVALSHA recognise the lock scripts of the
@@ -199,6 +202,12 @@ func (b *Bridge) runScript(r *request, s knownScript) {
 			r.c.WriteError(e.msg)
 			return
 		}
+		if ctx.Err() != nil && !errors.Is(err, server.ErrUnknownOutcome) {
+			// A script may be several commands, and the deadline may have
+			// passed after some of them took effect: TIMEOUT would say
+			// that none did.
+			err = fmt.Errorf("%w: the request's deadline passed during a script of several steps: %v", server.ErrUnknownOutcome, err)
+		}
 		b.fail(ctx, r, err)
 		return
 	}
@@ -333,10 +342,13 @@ func (b *Bridge) acquireAll(ctx context.Context, sc *scriptCall) (scriptResult, 
 		if err == nil && ok {
 			continue
 		}
-		if !b.cfg.RedlockMultiEndpoint {
+		if !b.cfg.RedlockMultiEndpoint && i > 0 {
+			// A context of its own: the request's may be what ended.
+			rctx, cancel := b.requestCtx(0)
 			for _, taken := range keys[:i] {
-				_, _ = b.locker.ReleaseRedis(ctx, taken, value)
+				_, _ = b.locker.ReleaseRedis(rctx, taken, value)
 			}
+			cancel()
 		}
 		return int64(0), err
 	}
