@@ -374,7 +374,10 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 
 // propose commits c and returns its result. If ctx ends first, the error is
 // ctx's own while c still waits in the batcher's queue (it is withdrawn and
-// never takes effect) and ErrUnknownOutcome once it was sent to Raft.
+// never takes effect) and ErrUnknownOutcome once it was sent to Raft. The
+// send itself (submitAndSend, when nothing is in flight) does not watch ctx;
+// it waits only for room in Raft's apply queue, which holds at most one
+// entry of the batcher's (unless --max-batch is 1).
 func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
