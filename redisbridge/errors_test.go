@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/server"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,6 +33,19 @@ func (f faultyLocker) Status(context.Context, string) (server.Status, bool, erro
 func (f faultyLocker) Check(context.Context, string, uint64) (bool, error) { return false, f.err }
 func (f faultyLocker) Leader() (string, string)                            { return "", "" }
 
+// serveLocker serves a bridge over l on a loopback port until the test ends
+// and returns a client of it.
+func serveLocker(t *testing.T, l Locker, cfg Config) *redis.Client {
+	t.Helper()
+	b, err := New(l, cfg)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.Serve(ln) }()
+	t.Cleanup(func() { _ = b.Close() })
+	return newClient(t, ln.Addr().String())
+}
+
 func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 	cases := []struct {
 		err    error
@@ -45,13 +59,7 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.prefix, func(t *testing.T) {
-			b, err := New(faultyLocker{tc.err}, Config{RequestTimeout: time.Second, Logger: quiet})
-			require.NoError(t, err)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			go func() { _ = b.Serve(ln) }()
-			defer b.Close()
-			c := newClient(t, ln.Addr().String())
+			c := serveLocker(t, faultyLocker{tc.err}, Config{RequestTimeout: time.Second, Logger: quiet})
 			for _, args := range [][]any{
 				{"FENCE.ACQUIRE", "k", "o", 1000},
 				{"FENCE.EXTEND", "k", "o", 1000},
@@ -120,14 +128,8 @@ func (s *stallingLocker) ReleaseRedis(ctx context.Context, key, _ string) (bool,
 // answers UNCERTAIN, never TIMEOUT (which promises that nothing was done).
 func TestScriptStoppedMidwayByItsDeadlineIsUncertain(t *testing.T) {
 	l := &stallingLocker{faultyLocker: faultyLocker{server.ErrShutdown}, done: 2}
-	b, err := New(l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = b.Serve(ln) }()
-	defer b.Close()
-	c := newClient(t, ln.Addr().String())
-	_, err = do(t, c, "EVAL", redlockRelease5, 4, "a", "b", "c", "d", "v")
+	c := serveLocker(t, l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
+	_, err := do(t, c, "EVAL", redlockRelease5, 4, "a", "b", "c", "d", "v")
 	require.Error(t, err)
 	assert.Regexp(t, "^UNCERTAIN ", err.Error())
 	l.mu.Lock()
@@ -161,14 +163,8 @@ func (u *unsureLocker) Acquire(ctx context.Context, _, _ string, _, _ time.Durat
 // UNCERTAIN when a later attempt runs out of time, not in TIMEOUT.
 func TestWaitKeepsAnEarlierUnknownOutcome(t *testing.T) {
 	l := &unsureLocker{faultyLocker: faultyLocker{server.ErrShutdown}}
-	b, err := New(l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = b.Serve(ln) }()
-	defer b.Close()
-	c := newClient(t, ln.Addr().String())
-	_, err = do(t, c, "FENCE.ACQUIRE", "k", "o", 1000, "WAIT", 1000)
+	c := serveLocker(t, l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
+	_, err := do(t, c, "FENCE.ACQUIRE", "k", "o", 1000, "WAIT", 1000)
 	require.Error(t, err)
 	assert.Regexp(t, "^UNCERTAIN ", err.Error())
 	l.mu.Lock()

@@ -61,14 +61,7 @@ func TestForwardingKeepsOneDeadlinePerRequest(t *testing.T) {
 
 	m := &movingLeader{switchAt: time.Now().Add(900 * time.Millisecond), before: deadAddr, after: stall.Addr().String()}
 	m.err = &server.NotLeaderError{Leader: "A", LeaderAddr: deadAddr}
-	b, err := New(m, Config{RequestTimeout: time.Second, DefaultLockTTL: time.Second, Logger: quiet})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = b.Serve(ln) }()
-	defer b.Close()
-
-	c := newClient(t, ln.Addr().String())
+	c := serveLocker(t, m, Config{RequestTimeout: time.Second, DefaultLockTTL: time.Second, Logger: quiet})
 	start := time.Now()
 	_, err = do(t, c, "FENCE.ACQUIRE", "k", "o", 1000)
 	took := time.Since(start)
