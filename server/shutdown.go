@@ -13,6 +13,11 @@ import (
 // election timeout; this is the outer bound.
 const shutdownTransferTimeout = 5 * time.Second
 
+// stepDownGrace is how long Close waits, after this node stopped leading
+// without a new term, for the vote request of the election a transfer
+// started before it concludes that no transfer happened.
+const stepDownGrace = 300 * time.Millisecond
+
 // handOff hands leadership to the most up-to-date other voter, if this node
 // leads a cluster that has one, so clients see a short handoff instead of
 // waiting out an election timeout. It reports the new leader's ID, or "" if
@@ -35,6 +40,8 @@ func (n *Node) handOff() string {
 		return ""
 	}
 	start := time.Now()
+	term := n.raft.CurrentTerm()
+	var stepped time.Time // when this node was first seen not leading in term
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTransferTimeout)
 	defer cancel()
 	if err := n.await(ctx, n.raft.LeadershipTransfer()); err != nil {
@@ -48,6 +55,27 @@ func (n *Node) handOff() string {
 		if to != "" && string(to) != n.id {
 			n.log.Info("leadership transferred before shutdown", "to", string(to), "took", time.Since(start))
 			return string(to)
+		}
+		// Raft also reports a transfer done when this node stopped
+		// leading for another reason: it lost contact with a quorum (the
+		// other nodes are down, or stopping too). Then no election was
+		// started for the transfer and no new leader will be heard of,
+		// so waiting out the timeout would only delay the shutdown. A
+		// transfer that worked shows a later term, as the target's
+		// election is what makes this node step down (its vote request
+		// may come a moment after a reply that already told of the new
+		// term, hence the grace). This node standing as a candidate
+		// means that no leader came either.
+		state := n.raft.State()
+		switch {
+		case state == raft.Leader || n.raft.CurrentTerm() != term:
+			stepped = time.Time{}
+		case stepped.IsZero():
+			stepped = time.Now()
+		}
+		if state == raft.Candidate || !stepped.IsZero() && time.Since(stepped) >= stepDownGrace {
+			n.log.Warn("leadership lost to no other node before shutdown (no quorum reachable); shutting down", "took", time.Since(start))
+			return ""
 		}
 		select {
 		case <-ctx.Done():

@@ -65,6 +65,31 @@ func TestCloseOnLeaderTransfersLeadershipFirst(t *testing.T) {
 	assert.Greater(t, g2.Token, g.Token)
 }
 
+// A leader whose followers are gone (stopped first, as when a whole cluster
+// is stopped) starts a transfer that raft reports done when the leader steps
+// down for want of a quorum; Close sees that no new leader is coming and
+// goes on at once instead of waiting out shutdownTransferTimeout for one.
+func TestCloseOnLeaderWithoutAQuorumDoesNotWaitForANewLeader(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	for i, n := range c.nodes {
+		if n != leader {
+			require.NoError(t, n.Close())
+			c.nodes[i] = nil
+		}
+	}
+	var logs syncBuffer
+	leader.log = slog.New(slog.NewTextHandler(&logs, nil))
+	start := time.Now()
+	require.NoError(t, leader.Close())
+	closed := time.Since(start)
+	t.Logf("Close took %v", closed)
+	assert.NotContains(t, logs.String(), "leadership transferred before shutdown")
+	// Raft's leader steps down after LeaderLeaseTimeout (500 ms) without a
+	// quorum; the grace and the poll add 310 ms.
+	assert.Less(t, closed, shutdownTransferTimeout/2, "Close waited for a leader no node could elect; its log:\n%s", logs.String())
+}
+
 func TestCloseOnLoneLeaderDoesNotTransfer(t *testing.T) {
 	n := openNode(t, t.TempDir())
 	var logs syncBuffer
