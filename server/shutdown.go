@@ -16,7 +16,7 @@ const shutdownTransferTimeout = 5 * time.Second
 // stepDownGrace is how long Close waits, after this node stopped leading
 // without a new term, for the vote request of the election a transfer
 // started before it concludes that no transfer happened.
-const stepDownGrace = 300 * time.Millisecond
+const stepDownGrace = time.Second
 
 // handOff hands leadership to the most up-to-date other voter, if this node
 // leads a cluster that has one, so clients see a short handoff instead of
