@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,9 @@ type Node struct {
 	snapPos atomic.Uint64
 	// hadState reports that DataDir held Raft state when the node opened.
 	hadState bool
+	// grantedWaiter is set when an applied entry granted a waiter, for
+	// yieldToGranted.
+	grantedWaiter atomic.Bool
 
 	// mu guards everything below. Lock order: mu, then the table's own lock.
 	mu      sync.Mutex
@@ -458,8 +462,10 @@ type stateMachine Node
 func (m *stateMachine) Apply(l *raft.Log) interface{} {
 	n := (*Node)(m)
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.applyLocked(l)
+	res := n.applyLocked(l)
+	n.mu.Unlock()
+	n.yieldToGranted()
+	return res
 }
 
 // ApplyBatch makes stateMachine a raft.BatchingFSM: Raft hands it every
@@ -468,11 +474,26 @@ func (m *stateMachine) ApplyBatch(logs []*raft.Log) []interface{} {
 	n := (*Node)(m)
 	out := make([]interface{}, len(logs))
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	for i, l := range logs {
 		out[i] = n.applyLocked(l)
 	}
+	n.mu.Unlock()
+	n.yieldToGranted()
 	return out
+}
+
+// yieldToGranted lets the request a waiter's grant just woke run before the
+// FSM goroutine goes on, if the entries applied granted one. The woken
+// goroutine waits on this goroutine's processor, and Raft, once the apply
+// returns, answers its futures, whose waking goroutines would each run
+// first (Go runs the goroutine woken last first): measured inside fencerd
+// at 16 clients on one key, the granted waiter took 55-75 µs to run, and
+// 5-15 µs with the yield. Its reply is what the next holder waits for
+// (docs/performance.md).
+func (n *Node) yieldToGranted() {
+	if n.grantedWaiter.Swap(false) {
+		runtime.Gosched()
+	}
 }
 
 func (n *Node) applyLocked(l *raft.Log) interface{} {
@@ -561,6 +582,7 @@ func (n *Node) appliedLocked(r *fsm.Result) {
 		switch r.Waiter {
 		case fsm.WaiterGranted:
 			if w := n.waits.take(key, owner); w != nil {
+				n.grantedWaiter.Store(true)
 				w.answer(waitOutcome{granted: true, grant: Grant{Token: r.Lease.Token, TTL: time.Duration(r.Lease.TTL) * time.Millisecond}})
 			} else {
 				n.abandonedLocked(key, owner, r.Lease.Token)
