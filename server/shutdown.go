@@ -65,16 +65,20 @@ func (n *Node) handOff() string {
 		// election is what makes this node step down (its vote request
 		// may come a moment after a reply that already told of the new
 		// term, hence the grace). This node standing as a candidate
-		// means that no leader came either.
+		// means that no leader came either, and leading again (Raft
+		// answers the transfer only once this node has stopped leading)
+		// that it won the election itself.
 		state := n.raft.State()
 		switch {
-		case state == raft.Leader || n.raft.CurrentTerm() != term:
+		case state == raft.Candidate || state == raft.Leader:
+			n.log.Warn("no new leader after the leadership transfer before shutdown; shutting down", "state", state.String(), "took", time.Since(start))
+			return ""
+		case n.raft.CurrentTerm() != term:
 			stepped = time.Time{}
 		case stepped.IsZero():
 			stepped = time.Now()
-		}
-		if state == raft.Candidate || !stepped.IsZero() && time.Since(stepped) >= stepDownGrace {
-			n.log.Warn("leadership lost to no other node before shutdown (no quorum reachable); shutting down", "took", time.Since(start))
+		case time.Since(stepped) >= stepDownGrace:
+			n.log.Warn("no new leader after the leadership transfer before shutdown (stopped leading with no newer term: no quorum reachable?); shutting down", "took", time.Since(start))
 			return ""
 		}
 		select {
