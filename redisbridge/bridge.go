@@ -162,19 +162,20 @@ type connState struct {
 
 // Bridge serves RESP on one listener.
 type Bridge struct {
-	cfg    Config
-	locker Locker
-	log    *slog.Logger
-	cmds   map[string]handler
-	users  map[string]*User
-	fwd    *forwarder
-	srv    *redcon.Server
-	ln     net.Listener
-	hub    *hub
-	latch  *latches
-	start  time.Time
-	nextID atomic.Int64
-	open   atomic.Int64 // client connections, for INFO
+	cfg     Config
+	locker  Locker
+	log     *slog.Logger
+	cmds    map[string]handler
+	users   map[string]*User
+	fwd     *forwarder
+	srv     *redcon.Server
+	ln      net.Listener
+	hub     *hub
+	latch   *latches
+	hangups hangups // connections of waiting requests
+	start   time.Time
+	nextID  atomic.Int64
+	open    atomic.Int64 // client connections, for INFO
 
 	ctx    context.Context // cancelled by Close: ends every waiting request
 	cancel context.CancelFunc

@@ -4,17 +4,40 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// hangupPoll is how often a waiting request checks its connection.
+// hangupPoll is how often the connections of waiting requests are checked.
 const hangupPoll = 50 * time.Millisecond
 
-// watchHangup calls cancel when the peer closes conn, until ctx ends or stop
-// is called. redcon reads a connection only between commands, so while a
-// handler blocks nobody would notice the peer leave; this polls peerClosed.
-func watchHangup(ctx context.Context, conn net.Conn, cancel context.CancelFunc) (stop func()) {
+// hangups watches the connections of waiting requests and cancels a
+// request whose peer has closed its connection. redcon reads a connection
+// only between commands, so while a handler blocks nobody else would notice
+// the peer leave.
+//
+// One goroutine serves all of them, and only while there are any: every
+// hangupPoll it asks the kernel about all their sockets at once (poll(2)
+// where the platform can tell a peer's FIN that way, hangup_linux.go), and
+// peeks only at those it flags. A goroutine and a ticker per waiting
+// request instead cost a thread wake-up per waiter per tick: 5,000 a second
+// at 256 waiters, about 6 % of a one-node fencerd's CPU in a contended run.
+type hangups struct {
+	mu      sync.Mutex
+	watched map[*hangupWatch]struct{}
+	running bool
+}
+
+type hangupWatch struct {
+	raw    syscall.RawConn
+	cancel context.CancelFunc
+}
+
+// watch calls cancel when the peer closes conn, until stop is called. A
+// connection that cannot be inspected is not watched.
+func (h *hangups) watch(conn net.Conn, cancel context.CancelFunc) (stop func()) {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return func() {}
@@ -23,27 +46,78 @@ func watchHangup(ctx context.Context, conn net.Conn, cancel context.CancelFunc) 
 	if err != nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(hangupPoll)
-		defer t.Stop()
-		buf := make([]byte, 1)
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
+	w := &hangupWatch{raw: raw, cancel: cancel}
+	h.mu.Lock()
+	if h.watched == nil {
+		h.watched = make(map[*hangupWatch]struct{})
+	}
+	h.watched[w] = struct{}{}
+	if !h.running {
+		h.running = true
+		go h.loop()
+	}
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.watched, w)
+		h.mu.Unlock()
+	}
+}
+
+// loop checks the watched connections every hangupPoll and returns once
+// none is left.
+func (h *hangups) loop() {
+	t := time.NewTicker(hangupPoll)
+	defer t.Stop()
+	var (
+		ws      []*hangupWatch
+		fds     []int
+		suspect []bool
+		buf     = make([]byte, 1)
+	)
+	for range t.C {
+		h.mu.Lock()
+		if len(h.watched) == 0 {
+			h.running = false
+			h.mu.Unlock()
+			return
+		}
+		ws = ws[:0]
+		for w := range h.watched {
+			ws = append(ws, w)
+		}
+		h.mu.Unlock()
+
+		fds = fds[:0]
+		for _, w := range ws {
+			fd := -1
+			if w.raw.Control(func(f uintptr) { fd = int(f) }) != nil {
+				fd = -1 // closed: suspect, and peerClosed says so
 			}
-			gone := peerClosed(raw, buf)
-			if gone {
-				cancel()
-				return
+			fds = append(fds, fd)
+		}
+		suspect = slices.Grow(suspect[:0], len(fds))[:len(fds)]
+		clear(suspect)
+		// A stop racing this poll may let its socket's descriptor be
+		// closed and reused; poll then looks at another socket. That only
+		// makes a connection suspect, and peerClosed goes through the
+		// connection itself, so no request is cancelled for another's
+		// hang-up.
+		mayHaveClosed(fds, suspect)
+		for i, w := range ws {
+			if !suspect[i] || !peerClosed(w.raw, buf) {
+				continue
+			}
+			h.mu.Lock()
+			_, still := h.watched[w]
+			delete(h.watched, w)
+			h.mu.Unlock()
+			if still {
+				w.cancel()
 			}
 		}
-	}()
-	return func() { close(done) }
+		clear(ws)
+	}
 }
 
 // peerClosed peeks at the socket without consuming anything: a zero-byte

@@ -94,7 +94,7 @@ func (b *Bridge) acquire(r *request) {
 		return
 	}
 	// A client that hangs up while it waits leaves the queue.
-	stop := watchHangup(ctx, r.c.NetConn(), cancel)
+	stop := b.hangups.watch(r.c.NetConn(), cancel)
 	defer stop()
 	end := time.Now().Add(wait)
 	// uncertain is set once an attempt may have been granted unseen; the
