@@ -2,6 +2,7 @@ package redisbridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"slices"
@@ -33,7 +34,18 @@ type hangups struct {
 type hangupWatch struct {
 	raw    syscall.RawConn
 	cancel context.CancelFunc
+	// tls: a FIN ends the client even with bytes pending in front of it,
+	// since a TLS client that closes sends a close_notify alert first,
+	// which would otherwise look like a pipelined command.
+	tls bool
 }
+
+// What one poll says about a socket.
+const (
+	sockQuiet   = iota // nothing happened
+	sockSuspect        // something may have: peek to tell
+	sockFIN            // the peer sent its FIN, maybe after bytes still unread
+)
 
 // watch calls cancel when the peer closes conn, until stop is called. A
 // connection that cannot be inspected is not watched.
@@ -46,7 +58,7 @@ func (h *hangups) watch(conn net.Conn, cancel context.CancelFunc) (stop func()) 
 	if err != nil {
 		return func() {}
 	}
-	w := &hangupWatch{raw: raw, cancel: cancel}
+	w := &hangupWatch{raw: raw, cancel: cancel, tls: isTLS(conn)}
 	h.mu.Lock()
 	if h.watched == nil {
 		h.watched = make(map[*hangupWatch]struct{})
@@ -70,10 +82,10 @@ func (h *hangups) loop() {
 	t := time.NewTicker(hangupPoll)
 	defer t.Stop()
 	var (
-		ws      []*hangupWatch
-		fds     []int
-		suspect []bool
-		buf     = make([]byte, 1)
+		ws    []*hangupWatch
+		fds   []int
+		state []int
+		buf   = make([]byte, 1)
 	)
 	for range t.C {
 		h.mu.Lock()
@@ -96,16 +108,19 @@ func (h *hangups) loop() {
 			}
 			fds = append(fds, fd)
 		}
-		suspect = slices.Grow(suspect[:0], len(fds))[:len(fds)]
-		clear(suspect)
+		state = slices.Grow(state[:0], len(fds))[:len(fds)]
+		clear(state)
 		// A stop racing this poll may let its socket's descriptor be
-		// closed and reused; poll then looks at another socket. That only
-		// makes a connection suspect, and peerClosed goes through the
-		// connection itself, so no request is cancelled for another's
-		// hang-up.
-		mayHaveClosed(fds, suspect)
+		// closed and reused; poll then looks at another socket. What it
+		// says is taken for this watch's connection only, which is closed
+		// by then (so its request is over, or ending), and peerClosed goes
+		// through the connection itself: no other request is cancelled.
+		pollSockets(fds, state)
 		for i, w := range ws {
-			if !suspect[i] || !peerClosed(w.raw, buf) {
+			switch {
+			case state[i] == sockFIN && w.tls:
+			case state[i] != sockQuiet && peerClosed(w.raw, buf):
+			default:
 				continue
 			}
 			h.mu.Lock()
@@ -146,4 +161,13 @@ func connClosed(conn net.Conn) bool {
 		return true
 	}
 	return peerClosed(raw, make([]byte, 1))
+}
+
+// isTLS reports whether conn carries TLS (directly or under the guard).
+func isTLS(conn net.Conn) bool {
+	if g, ok := conn.(*guardConn); ok {
+		conn = g.Conn
+	}
+	_, ok := conn.(*tls.Conn)
+	return ok
 }

@@ -6,11 +6,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mayHaveClosed sets suspect[i] for each descriptor whose peer may have
-// closed its end: one poll(2) over all of them, which reports a peer's FIN
-// as POLLRDHUP even while unread bytes are pending, and a reset as POLLHUP
-// or POLLERR. A descriptor of -1, or a poll that fails, is suspect.
-func mayHaveClosed(fds []int, suspect []bool) {
+// pollSockets sets state[i] for each descriptor, with one poll(2) over all
+// of them: sockFIN for POLLRDHUP (the peer's FIN, reported even while
+// unread bytes are pending); sockSuspect for any other event (POLLHUP,
+// POLLERR: a reset or an error), for a closed descriptor (POLLNVAL, or -1),
+// and for all of them if the poll fails.
+func pollSockets(fds []int, state []int) {
 	pfds := make([]unix.PollFd, len(fds))
 	for i, fd := range fds {
 		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLRDHUP}
@@ -21,14 +22,23 @@ func mayHaveClosed(fds []int, suspect []bool) {
 			continue
 		}
 		if err != nil {
-			for i := range suspect {
-				suspect[i] = true
+			for i := range state {
+				state[i] = sockSuspect
 			}
 			return
 		}
 		break
 	}
 	for i, p := range pfds {
-		suspect[i] = fds[i] < 0 || p.Revents != 0
+		switch {
+		case fds[i] < 0 || p.Revents&unix.POLLNVAL != 0:
+			state[i] = sockSuspect
+		case p.Revents&unix.POLLRDHUP != 0:
+			state[i] = sockFIN
+		case p.Revents != 0:
+			state[i] = sockSuspect
+		default:
+			state[i] = sockQuiet
+		}
 	}
 }

@@ -31,7 +31,7 @@ func loopbackPairs(t *testing.T, n int) (servers, clients []net.Conn) {
 
 // One watcher serves many waiting connections: each peer that hangs up
 // cancels its own request and no other; a live peer, idle or with a command
-// pipelined behind the wait, is not cancelled; the watcher's goroutine ends
+// pipelined behind the wait (even if it then half-closed), is not cancelled; the watcher's goroutine ends
 // once nothing is watched, and starts again for the next wait.
 func TestHangupsCancelOnlyTheConnectionsWhosePeerLeft(t *testing.T) {
 	const n = 64
@@ -46,7 +46,9 @@ func TestHangupsCancelOnlyTheConnectionsWhosePeerLeft(t *testing.T) {
 		stops[i] = h.watch(servers[i], cancel)
 	}
 	// Every third peer hangs up (one with a reset instead of a FIN); every
-	// fifth of the others sends bytes and stays.
+	// fifth of the others sends bytes and stays; every seventh of the rest
+	// sends bytes and half-closes, and stays too (not over TLS:
+	// TestTLSHangupLeavesTheQueue).
 	gone := map[int]bool{}
 	for i := range clients {
 		switch {
@@ -60,6 +62,12 @@ func TestHangupsCancelOnlyTheConnectionsWhosePeerLeft(t *testing.T) {
 		case i%5 == 0:
 			_, err := clients[i].Write([]byte("PING\r\n"))
 			require.NoError(t, err)
+		case i%7 == 0:
+			// A command pipelined behind the wait, then a half-close: the
+			// client still reads its replies.
+			_, err := clients[i].Write([]byte("PING\r\n"))
+			require.NoError(t, err)
+			require.NoError(t, clients[i].(*net.TCPConn).CloseWrite())
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)

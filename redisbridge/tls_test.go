@@ -1,6 +1,7 @@
 package redisbridge
 
 import (
+	"context"
 	"crypto/tls"
 	"testing"
 	"time"
@@ -48,4 +49,50 @@ func TestTLSClientPort(t *testing.T) {
 	reply, _, err := f.roundTrip(t.Context(), addr, 2, encodeCommand([]byte("GET"), []byte("k")))
 	require.NoError(t, err)
 	assert.Equal(t, "$1\r\nv\r\n", string(reply))
+}
+
+// A TLS client that hangs up while it waits leaves the queue, as a plain
+// one does (TestHangupLeavesTheQueue), although its close_notify alert is
+// left unread on the socket in front of the FIN.
+func TestTLSHangupLeavesTheQueue(t *testing.T) {
+	ca := testca.New(t, "test CA")
+	addr := startLimited(t, nil, func(c *Config) {
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
+			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	})
+	good := &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}
+	client := func() *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: good, DisableIdentity: true, MaxRetries: -1, ReadTimeout: 15 * time.Second})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	holder := client()
+	require.Eventually(t, func() bool {
+		return holder.Do(t.Context(), "FENCE.ACQUIRE", "k", "h", 30000).Err() == nil
+	}, 10*time.Second, 20*time.Millisecond)
+
+	raw, err := tls.Dial("tcp", addr, good)
+	require.NoError(t, err)
+	_, err = raw.Write([]byte("*6\r\n$13\r\nFENCE.ACQUIRE\r\n$1\r\nk\r\n$4\r\ngone\r\n$5\r\n30000\r\n$4\r\nWAIT\r\n$5\r\n20000\r\n"))
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+
+	got := make(chan error, 1)
+	go func() {
+		got <- client().Do(context.Background(), "FENCE.ACQUIRE", "k", "stays", 30000, "WAIT", 10000).Err()
+	}()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, raw.Close())    // close_notify, then FIN
+	time.Sleep(300 * time.Millisecond) // more than the hang-up poll
+
+	require.NoError(t, holder.Do(t.Context(), "FENCE.RELEASE", "k", "h").Err())
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter behind the TLS client that hung up was not granted")
+	}
+	st, err := holder.Do(t.Context(), "FENCE.STATUS", "k").Slice()
+	require.NoError(t, err)
+	assert.Equal(t, "stays", st[0])
 }
