@@ -138,13 +138,15 @@ func (h *hangups) loop() {
 
 // peerClosed peeks at the socket without consuming anything: a zero-byte
 // read is the peer's FIN (or an error), EAGAIN is a live idle peer, and
-// pending bytes are a live peer too.
+// pending bytes are a live peer too. It peeks through Control, not Read: a
+// Read fails once the connection's read deadline (redcon's idle timeout,
+// set before the command that now waits) has passed, and a client waiting
+// for a lock is not idle.
 func peerClosed(raw syscall.RawConn, buf []byte) bool {
 	var n int
 	var rerr error
-	cerr := raw.Read(func(fd uintptr) bool {
+	cerr := raw.Control(func(fd uintptr) {
 		n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
 	})
 	return cerr != nil || (rerr == nil && n == 0) ||
 		(rerr != nil && !errors.Is(rerr, syscall.EAGAIN) && !errors.Is(rerr, syscall.EINTR))

@@ -131,3 +131,20 @@ func TestHangupsCancelAClosedConnection(t *testing.T) {
 		t.Fatal("a closed connection's request was not cancelled")
 	}
 }
+
+// A waiting client whose connection's read deadline (the idle timeout redcon
+// set before the command that waits) has passed is still there.
+func TestPeerClosedIgnoresTheReadDeadline(t *testing.T) {
+	servers, clients := loopbackPairs(t, 2)
+	require.NoError(t, servers[0].SetReadDeadline(time.Now().Add(-time.Second)))
+	raw, err := servers[0].(*net.TCPConn).SyscallConn()
+	require.NoError(t, err)
+	assert.False(t, peerClosed(raw, make([]byte, 1)), "live peer past the read deadline taken for gone")
+
+	require.NoError(t, servers[1].SetReadDeadline(time.Now().Add(-time.Second)))
+	require.NoError(t, clients[1].Close())
+	raw, err = servers[1].(*net.TCPConn).SyscallConn()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return peerClosed(raw, make([]byte, 1)) }, 5*time.Second, 10*time.Millisecond,
+		"a peer that left was not seen past the read deadline")
+}
