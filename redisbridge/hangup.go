@@ -103,10 +103,8 @@ func (h *hangups) loop() {
 
 		fds = fds[:0]
 		for _, w := range ws {
-			fd := -1
-			if w.raw.Control(func(f uintptr) { fd = int(f) }) != nil {
-				fd = -1 // closed: suspect, and peerClosed says so
-			}
+			fd := -1 // stays -1 if the connection is closed: suspect
+			_ = w.raw.Control(func(f uintptr) { fd = int(f) })
 			fds = append(fds, fd)
 		}
 		state = slices.Grow(state[:0], len(fds))[:len(fds)]
