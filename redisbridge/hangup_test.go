@@ -31,8 +31,9 @@ func loopbackPairs(t *testing.T, n int) (servers, clients []net.Conn) {
 
 // One watcher serves many waiting connections: each peer that hangs up
 // cancels its own request and no other; a live peer, idle or with a command
-// pipelined behind the wait (even if it then half-closed), is not cancelled; the watcher's goroutine ends
-// once nothing is watched, and starts again for the next wait.
+// pipelined behind the wait (even if it then half-closed), is not
+// cancelled; the watcher's goroutine ends once nothing is watched, and
+// starts again for the next wait.
 func TestHangupsCancelOnlyTheConnectionsWhosePeerLeft(t *testing.T) {
 	const n = 64
 	servers, clients := loopbackPairs(t, n)
