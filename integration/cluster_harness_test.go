@@ -48,6 +48,13 @@ type nodeCluster struct {
 // leader. The processes are stopped when the test ends.
 func startNodeCluster(t *testing.T, n int) *nodeCluster {
 	t.Helper()
+	return startNodeClusterWith(t, n, func(*daemon) {})
+}
+
+// startNodeClusterWith is startNodeCluster with each daemon changed by mod
+// before it starts (its binary, environment or flags).
+func startNodeClusterWith(t *testing.T, n int, mod func(*daemon)) *nodeCluster {
+	t.Helper()
 	// All ports are chosen at once so that none repeats within the cluster.
 	ports := freePorts(t, 2*n)
 	c := &nodeCluster{ids: make([]string, n)}
@@ -69,6 +76,7 @@ func startNodeCluster(t *testing.T, n int) *nodeCluster {
 			d.args = append(d.args, "--join", strings.Join(joins, ","))
 		}
 		joins = append(joins, d.addr)
+		mod(d)
 		c.nodes = append(c.nodes, d)
 	}
 	start := time.Now()

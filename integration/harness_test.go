@@ -16,8 +16,10 @@ import (
 	"time"
 )
 
-// fencerdBin is the fencerd binary built by TestMain.
-var fencerdBin string
+// The fencerd binaries built by TestMain: as shipped, and with -tags
+// fencer_faults, which behaves as shipped unless FENCER_FAULTS names a fault
+// to inject (server/faults_enabled.go).
+var fencerdBin, faultyBin string
 
 const (
 	// readyTimeout bounds how long a starting daemon may take to answer PING.
@@ -48,11 +50,14 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	fencerdBin = filepath.Join(dir, "fencerd")
-	build := exec.Command("go", "build", "-o", fencerdBin, "./cmd/fencerd")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "integration: building fencerd in %s: %v\n%s", root, err, out)
-		return 1
+	faultyBin = filepath.Join(dir, "fencerd-faults")
+	for _, b := range [][]string{{"-o", fencerdBin}, {"-o", faultyBin, "-tags", "fencer_faults"}} {
+		build := exec.Command("go", append(append([]string{"build"}, b...), "./cmd/fencerd")...)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: building fencerd %v in %s: %v\n%s", b, root, err, out)
+			return 1
+		}
 	}
 	return m.Run()
 }
@@ -89,6 +94,10 @@ type daemon struct {
 	// ready, if set, replaces the plain-TCP PING that start waits for (a
 	// TLS port does not answer that).
 	ready func(*daemon) error
+	// bin, if set, is run instead of fencerdBin, with env added to the
+	// test's environment.
+	bin string
+	env []string
 }
 
 // process is one run of the binary.
@@ -157,7 +166,12 @@ func (d *daemon) start(t *testing.T) {
 		// HTTP endpoints are tested in cmd/fencerd, not here.
 		args = append(slices.Clip(args), "--http-listen", "off")
 	}
-	cmd := exec.Command(fencerdBin, args...)
+	bin := fencerdBin
+	if d.bin != "" {
+		bin = d.bin
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), d.env...)
 	cmd.Dir = d.dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -65,6 +65,7 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 
 	ttlMS := uint64(ttl / time.Millisecond)
 	waitEnd := time.Now().Add(wait)
+	faultPoint("acquire-ready", key)
 	for {
 		n.mu.Lock()
 		c, act := n.acquireCmdLocked(key, owner, ttlMS, wait > 0)
@@ -404,6 +405,9 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 	})
 	select {
 	case a := <-ch:
+		if a.err == nil {
+			n.faultAfterCommit()
+		}
 		return a.res, a.err
 	case <-ctx.Done():
 		if n.batch.withdraw(id) {

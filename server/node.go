@@ -326,6 +326,9 @@ func (n *Node) watchLeadership() {
 		case <-n.stopCh:
 			return
 		case isLeader := <-n.raft.LeaderCh():
+			if faultPoint("leader-ch", leaderNotice{n.id, isLeader}) {
+				continue // a test drops this notification, as raft may
+			}
 			if !isLeader {
 				n.mu.Lock()
 				n.ready = false
@@ -359,6 +362,13 @@ func (n *Node) watchLeadership() {
 			}
 		}
 	}
+}
+
+// leaderNotice is what the leader-ch fault point is told: which node's
+// watcher received which value.
+type leaderNotice struct {
+	id     string
+	leader bool
 }
 
 // isMember reports whether this node is in the latest Raft configuration it
