@@ -17,9 +17,11 @@ lint:
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-# test: lint, then every test (unit, in-process, integration) with -race.
+# test: lint, then every test (unit, in-process, integration) with -race,
+# then the server's fault-point tests, which need -tags fencer_faults.
 test: lint
 	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
 
 # integ: the integration tests only (real fencerd processes, redis-cli).
 integ:

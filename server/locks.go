@@ -68,6 +68,16 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 	faultPoint("acquire-ready", key)
 	for {
 		n.mu.Lock()
+		if !n.readyLocked() {
+			// Stepped down since the check: queueing here would wait on a
+			// node nothing grants on. Ask again (NotLeaderError, or ready
+			// once more in a new term).
+			n.mu.Unlock()
+			if err := n.waitReady(ctx); err != nil {
+				return Grant{}, false, err
+			}
+			continue
+		}
 		c, act := n.acquireCmdLocked(key, owner, ttlMS, wait > 0)
 		c.Redis = redis
 		switch act {
@@ -106,7 +116,7 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 		}
 		// Held: queue, unless the lock changed hands since the entry.
 		n.mu.Lock()
-		if l, held := n.table.Get(key); held && l.Owner != owner && n.ready {
+		if l, held := n.table.Get(key); held && l.Owner != owner && n.readyLocked() {
 			w := n.enqueueLocked(key, owner, ttlMS)
 			n.mu.Unlock()
 			return n.awaitGrant(ctx, w, waitEnd)
@@ -308,7 +318,7 @@ func (n *Node) Revoke(ctx context.Context, key string) (bool, error) {
 // revokeUndeliveredLocked revokes a grant that reached no caller, by owner
 // and token only, so that nothing else is touched.
 func (n *Node) revokeUndeliveredLocked(ok ownerKey, token uint64) {
-	if !n.ready {
+	if !n.readyLocked() {
 		// A new leader restarts the lease; it ends after its TTL.
 		return
 	}

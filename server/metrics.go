@@ -111,7 +111,7 @@ func (n *Node) registerNodeGauges() {
 	}, func() float64 {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if n.ready {
+		if n.readyLocked() {
 			return 1
 		}
 		return 0
@@ -255,7 +255,7 @@ func (n *Node) HTTPHandler() http.Handler {
 // /readyz), or an error giving the reason it cannot.
 func (n *Node) Ready() error {
 	n.mu.Lock()
-	ready, closed := n.ready, n.closed
+	ready, closed := n.readyLocked(), n.closed
 	n.mu.Unlock()
 	if closed {
 		return fmt.Errorf("%w: %w", ErrNotReady, ErrShutdown)

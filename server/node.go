@@ -46,8 +46,12 @@ type Node struct {
 	hadState bool
 
 	// mu guards everything below. Lock order: mu, then the table's own lock.
-	mu      sync.Mutex
-	ready   bool          // leader that has applied its whole log and restarted leases
+	mu    sync.Mutex
+	ready bool // leader that has applied its whole log and restarted leases
+	// readyTerm is the Raft term in which ready was set: readiness holds
+	// only while the node still leads in that term (readyLocked), whatever
+	// the leader channel has or has not said since.
+	readyTerm uint64
 	changed chan struct{} // closed and replaced when leadership or readiness changes
 	closed  bool
 	leases  *lessor
@@ -319,6 +323,12 @@ func (n *Node) signalChangedLocked() {
 
 // watchLeadership makes the node ready when it becomes leader: it first
 // applies its whole log (Barrier), then restarts every lease at its full TTL.
+//
+// Raft's leader channel holds one value and overwrites it, so a step-down
+// followed by a re-election can arrive as a single true. Readiness therefore
+// follows the term, not the last value seen: a true clears readiness (and
+// answers the waiters of any earlier term) before the Barrier, and the node
+// becomes ready only if it still leads in the term the Barrier ran in.
 func (n *Node) watchLeadership() {
 	defer n.wg.Done()
 	for {
@@ -329,17 +339,14 @@ func (n *Node) watchLeadership() {
 			if faultPoint("leader-ch", leaderNotice{n.id, isLeader}) {
 				continue // a test drops this notification, as raft may
 			}
+			n.mu.Lock()
+			n.notReadyLocked()
+			n.mu.Unlock()
 			if !isLeader {
-				n.mu.Lock()
-				n.ready = false
-				// A waiter's grant may have been proposed in an entry whose
-				// fate is now unknown.
-				n.waits.failAll(ErrUnknownOutcome)
-				n.signalChangedLocked()
-				n.mu.Unlock()
 				n.log.Info("lost leadership")
 				continue
 			}
+			term := n.raft.CurrentTerm()
 			// Barrier with no timeout: it returns once every earlier entry
 			// is applied, or with an error if leadership is lost.
 			if err := n.raft.Barrier(0).Error(); err != nil {
@@ -347,13 +354,13 @@ func (n *Node) watchLeadership() {
 				continue
 			}
 			n.mu.Lock()
-			if n.raft.State() == raft.Leader && !n.closed {
+			if n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term && !n.closed {
 				if !faultActive("skip-lease-restart") {
 					n.leases.restartAll(time.Now())
 				}
-				n.ready = true
+				n.ready, n.readyTerm = true, term
 				n.signalChangedLocked()
-				n.log.Info("leader ready", "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
+				n.log.Info("leader ready", "term", term, "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}
 			n.mu.Unlock()
 			n.kick()
@@ -362,6 +369,26 @@ func (n *Node) watchLeadership() {
 			}
 		}
 	}
+}
+
+// notReadyLocked ends readiness. Waiters queued while the node was ready are
+// answered ErrUnknownOutcome: a grant to one of them may be in an entry
+// whose fate is now unknown.
+func (n *Node) notReadyLocked() {
+	if !n.ready {
+		return
+	}
+	n.ready = false
+	n.waits.failAll(ErrUnknownOutcome)
+	n.signalChangedLocked()
+}
+
+// readyLocked reports whether the node is a ready leader: the watcher made it
+// ready, and it still leads in the term it was made ready in. The second half
+// covers the time before the watcher hears of a step-down, or when raft's
+// channel lost the notice.
+func (n *Node) readyLocked() bool {
+	return n.ready && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == n.readyTerm
 }
 
 // leaderNotice is what the leader-ch fault point is told: which node's
@@ -404,7 +431,8 @@ func (n *Node) expireLoop() {
 		n.mu.Lock()
 		now := time.Now()
 		var due []fsm.Command
-		if n.ready {
+		ready := n.readyLocked()
+		if ready {
 			for _, d := range n.leases.due(now) {
 				c := fsm.Command{Op: fsm.OpExpire, Key: d.key, Lease: &fsm.LeaseRef{Token: d.ref.Token, Version: d.ref.Version}}
 				c.Waiter = n.headWaiterLocked(d.key)
@@ -412,7 +440,7 @@ func (n *Node) expireLoop() {
 			}
 		}
 		wait := time.Hour
-		if next, ok := n.leases.next(); ok && n.ready {
+		if next, ok := n.leases.next(); ok && ready {
 			wait = max(next.Sub(now), 0)
 		}
 		n.armed = now.Add(wait)
@@ -604,7 +632,7 @@ func (n *Node) appliedLocked(r *fsm.Result) {
 			}
 		}
 	}
-	if r.Lease.Token == 0 && n.ready && !n.granting[key] {
+	if r.Lease.Token == 0 && !n.granting[key] && n.readyLocked() {
 		if w := n.waits.head(key); w != nil {
 			// The key is free but someone waits: the entry that freed it was
 			// proposed before the waiter queued. Hand it over now.
@@ -657,7 +685,7 @@ func (n *Node) headWaiterLocked(key string) *fsm.Waiter {
 func (n *Node) waitReady(ctx context.Context) error {
 	for {
 		n.mu.Lock()
-		ready, closed, changed := n.ready, n.closed, n.changed
+		ready, closed, changed := n.readyLocked(), n.closed, n.changed
 		n.mu.Unlock()
 		switch {
 		case closed:

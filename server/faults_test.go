@@ -1,0 +1,219 @@
+//go:build fencer_faults
+
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests step into the node at named fault points (faults_enabled.go),
+// so they run only in a build with -tags fencer_faults (make test runs them).
+
+// readyFlag reads n's ready flag as the watcher left it.
+func readyFlag(n *Node) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ready
+}
+
+// otherReady waits for a node other than old whose ready flag is set.
+func (c *cluster) otherReady(old *Node) *Node {
+	c.t.Helper()
+	var found *Node
+	require.Eventually(c.t, func() bool {
+		for _, n := range c.nodes {
+			if n != old && readyFlag(n) {
+				found = n
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 10*time.Millisecond, "no other ready leader")
+	return found
+}
+
+// TestFaultMissedStepDownPair: raft's leader channel keeps only its latest
+// value, so a watcher that is slow to read it can miss a step-down and the
+// re-election that follows (false, then true, seen as one true). The fault
+// point drops the false, as that overwrite would, and holds the true, so the
+// re-elected node is leader of a new term while its watcher has done nothing
+// yet: reads must wait for the new term's Barrier, the old term's waiters
+// must be answered UNCERTAIN, and leases restart at their full TTL.
+func TestFaultMissedStepDownPair(t *testing.T) {
+	c := newCluster(t, 3)
+	a := c.leader()
+	ctx := ctxT(t)
+	const ttl = 6 * time.Second
+	mustAcquire(t, a, "held", "h", time.Hour)
+	mustAcquire(t, a, "lease", "l", ttl)
+
+	waited := make(chan error, 1)
+	go func() {
+		_, granted, err := a.Acquire(ctx, "held", "w", time.Minute, time.Minute)
+		if err == nil && granted {
+			err = errors.New("granted a held lock")
+		}
+		waited <- err
+	}()
+	require.Eventually(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.waits.count() == 1
+	}, 5*time.Second, 10*time.Millisecond, "the waiter queues on the leader")
+
+	var once sync.Once
+	dropped, holding, release := false, make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	unset := setFaultPoint("leader-ch", func(arg any) bool {
+		ln := arg.(leaderNotice)
+		if ln.id != a.ID() {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !ln.leader && !dropped {
+			dropped = true
+			return true
+		}
+		if ln.leader && dropped {
+			once.Do(func() { close(holding) })
+			mu.Unlock()
+			<-release
+			mu.Lock()
+		}
+		return false
+	})
+	defer unset()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	require.NoError(t, a.TransferLeadership(ctx, ""))
+	b := c.otherReady(a)
+	require.NoError(t, b.TransferLeadership(ctx, a.ID()))
+	select {
+	case <-holding:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the old leader was not elected again")
+	}
+	assert.True(t, readyFlag(a), "the dropped step-down left the ready flag set (the case under test)")
+
+	// Leader of the new term, Barrier not run: no read is served.
+	rctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	_, _, err := a.Status(rctx, "held")
+	cancel()
+	require.Error(t, err, "a read was served before the new term's Barrier")
+
+	select {
+	case err := <-waited:
+		t.Fatalf("the waiter was answered before the watcher ran: %v", err)
+	default:
+	}
+	close(release)
+	select {
+	case err := <-waited:
+		require.ErrorIs(t, err, ErrUnknownOutcome, "a waiter of the old term")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old term's waiter is still queued after the new term began")
+	}
+
+	require.Eventually(t, func() bool {
+		_, _, err := a.Status(ctx, "held")
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "reads are served once the new term's Barrier ran")
+	s := mustStatus(t, a, "lease")
+	assert.Greater(t, s.Remaining, ttl-time.Second, "the lease restarted at its full TTL in the new term")
+}
+
+// TestFaultStepDownBetweenReadyCheckAndQueueing: an acquire passes the
+// readiness check; the node steps down; the acquire, finding others queued,
+// would join the queue. If the watcher has not yet emptied it (it is slow, or
+// raft's channel lost the notice), the acquire waits on a node that is no
+// longer leader. It must instead be told who leads, at once.
+func TestFaultStepDownBetweenReadyCheckAndQueueing(t *testing.T) {
+	c := newCluster(t, 3)
+	a := c.leader()
+	ctx := ctxT(t)
+	mustAcquire(t, a, "held", "h", time.Hour)
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := a.Acquire(ctx, "held", "w1", time.Minute, time.Minute)
+		first <- err
+	}()
+	require.Eventually(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.waits.count() == 1
+	}, 5*time.Second, 10*time.Millisecond, "the first waiter queues on the leader")
+
+	// The second acquire stops after its readiness check; the watcher
+	// stops on the step-down notice.
+	reached, go2 := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	defer setFaultPoint("acquire-ready", func(arg any) bool {
+		if arg.(string) == "held" {
+			once.Do(func() { close(reached) })
+			<-go2
+		}
+		return false
+	})()
+	noticed, goWatch := make(chan struct{}), make(chan struct{})
+	var once2 sync.Once
+	defer setFaultPoint("leader-ch", func(arg any) bool {
+		if ln := arg.(leaderNotice); ln.id == a.ID() && !ln.leader {
+			once2.Do(func() { close(noticed) })
+			<-goWatch
+		}
+		return false
+	})()
+	var released sync.Once
+	defer released.Do(func() { close(goWatch) })
+
+	const wait = 20 * time.Second
+	type answer struct {
+		granted bool
+		err     error
+		took    time.Duration
+	}
+	second := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		_, granted, err := a.Acquire(ctx, "held", "w2", time.Minute, wait)
+		second <- answer{granted, err, time.Since(start)}
+	}()
+	<-reached
+	require.NoError(t, a.TransferLeadership(ctx, ""))
+	select {
+	case <-noticed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old leader's watcher was not told it stepped down")
+	}
+	close(go2)
+
+	select {
+	case ans := <-second:
+		require.False(t, ans.granted)
+		var nl *NotLeaderError
+		require.ErrorAs(t, ans.err, &nl, "the acquire is told who leads (the bridge forwards it there)")
+	case <-time.After(2 * time.Second):
+		t.Fatal("the acquire queued on a node that is no longer leader")
+	}
+	released.Do(func() { close(goWatch) })
+	select {
+	case err := <-first:
+		require.ErrorIs(t, err, ErrUnknownOutcome, "the waiter queued while the node led")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first waiter was not answered after the step-down")
+	}
+}
