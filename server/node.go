@@ -52,12 +52,12 @@ type Node struct {
 	// only while the node still leads in that term (readyLocked), whatever
 	// the leader channel has or has not said since.
 	readyTerm uint64
-	changed chan struct{} // closed and replaced when leadership or readiness changes
-	closed  bool
-	leases  *lessor
-	quotas  *quotas // held locks per Config.Quotas pattern
-	waits   *waitQueues
-	live    map[ownerKey]int // acquires in progress per (key, owner)
+	changed   chan struct{} // closed and replaced when leadership or readiness changes
+	closed    bool
+	leases    *lessor
+	quotas    *quotas // held locks per Config.Quotas pattern
+	waits     *waitQueues
+	live      map[ownerKey]int // acquires in progress per (key, owner)
 	// undelivered holds grants made to waiters that had gone, while the
 	// same owner still had an acquire in progress that might return them.
 	undelivered map[ownerKey]uint64
