@@ -30,6 +30,10 @@ const (
 	// OpMember records the client address (Owner) of cluster member Key, or
 	// forgets the member if Owner is empty. It touches no lock.
 	OpMember Op = 7
+	// OpTxn is a transaction (Command.Txn): lock commands that take effect
+	// together, in one entry, only if what the leader read to work them
+	// out is unchanged (its guards), and otherwise not at all.
+	OpTxn Op = 8
 )
 
 // String names the operation.
@@ -49,6 +53,8 @@ func (o Op) String() string {
 		return "grant"
 	case OpMember:
 		return "member"
+	case OpTxn:
+		return "txn"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -61,6 +67,14 @@ const EncodingVersion byte = 1
 // (group commit): after it, a uvarint count of at least two, then each
 // command as a uvarint length and its Encode form.
 const BatchVersion byte = 2
+
+// TxnVersion is the version byte of a transaction (OpTxn): after it, a
+// uvarint count of guards, each a key, uvarint lease token, uvarint lease
+// version and uvarint release position, in increasing key order; then a
+// uvarint count (at least one) of commands, each a uvarint length and its
+// Encode form (version 1). A transaction may stand alone in an entry or be
+// one command of a batch.
+const TxnVersion byte = 3
 
 // Limits of the encoding. The decoder rejects longer strings as corrupt;
 // the server refuses lock names and owners longer than MaxStringLen (its
@@ -109,6 +123,31 @@ type Command struct {
 	// for its holder, a release is not remembered, and a remembered release
 	// does not refuse the acquire.
 	Redis bool
+
+	// Txn holds the guards and commands of an OpTxn (and nothing else).
+	Txn *Txn
+}
+
+// Txn is a command made of several lock commands. It is applied only if
+// every guard still holds; then its commands are applied in order, all at the
+// transaction's one position, so the grants it makes share one token (each
+// key is granted by a transaction at most once). If a guard fails, nothing is
+// applied and the result is Conflict.
+type Txn struct {
+	// Guards are the keys the leader read and what it saw, in increasing
+	// key order.
+	Guards []Guard
+	// Cmds are applied in order; none is an OpMember or an OpTxn.
+	Cmds []Command
+}
+
+// Guard is what a transaction read of one key: its lease (zero if the key
+// was free) and the position of its remembered release (zero if none). It
+// holds if the key still has exactly that.
+type Guard struct {
+	Key   string
+	Lease LeaseRef
+	Mem   uint64
 }
 
 // flags of the encoding.
@@ -136,6 +175,9 @@ var (
 // uvarint token and version if flagLease, then owner and uvarint TTL of the
 // waiter if flagWaiter. Strings are a uvarint length and the bytes.
 func (c Command) Encode(dst []byte) []byte {
+	if c.Op == OpTxn {
+		return c.Txn.encode(dst)
+	}
 	var flags byte
 	if c.Lease != nil {
 		flags |= flagLease
@@ -169,6 +211,9 @@ func Decode(b []byte) (Command, error) {
 	ver := d.byte()
 	if d.err != nil {
 		return c, d.err
+	}
+	if ver == TxnVersion {
+		return decodeTxn(d)
 	}
 	if ver != EncodingVersion {
 		return c, fmt.Errorf("%w %d", ErrEntryVersion, ver)
@@ -236,7 +281,7 @@ func EncodeEntry(dst []byte, cmds []Command) []byte {
 // Decode has it, with nothing after the last: so the same commands have
 // exactly one encoding.
 func DecodeEntry(b []byte) ([]Command, error) {
-	if len(b) > 0 && b[0] == EncodingVersion {
+	if len(b) > 0 && (b[0] == EncodingVersion || b[0] == TxnVersion) {
 		c, err := Decode(b)
 		if err != nil {
 			return nil, err
@@ -312,10 +357,89 @@ func (c *Command) validate() error {
 		if c.Lease != nil || c.Waiter != nil {
 			return fmt.Errorf("%w: member entry with lease or waiter", ErrBadEntry)
 		}
+	case OpTxn:
+		return fmt.Errorf("%w: txn in the version 1 encoding", ErrBadEntry)
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadEntry, uint8(c.Op))
 	}
 	return nil
+}
+
+func (t *Txn) encode(dst []byte) []byte {
+	dst = append(dst, TxnVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(t.Guards)))
+	for _, g := range t.Guards {
+		dst = appendString(dst, g.Key)
+		dst = binary.AppendUvarint(dst, g.Lease.Token)
+		dst = binary.AppendUvarint(dst, g.Lease.Version)
+		dst = binary.AppendUvarint(dst, g.Mem)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(t.Cmds)))
+	for _, c := range t.Cmds {
+		e := c.Encode(nil)
+		dst = binary.AppendUvarint(dst, uint64(len(e)))
+		dst = append(dst, e...)
+	}
+	return dst
+}
+
+// minGuardLen is the fewest bytes a guard takes: a key of one byte and three
+// one-byte varints.
+const minGuardLen = 2 + 3
+
+// decodeTxn parses a transaction after its version byte. Guards must be in
+// strictly increasing key order and there must be at least one command, none
+// of them a member entry or a transaction, so one byte string means one
+// transaction.
+func decodeTxn(d decoder) (Command, error) {
+	t := &Txn{}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b))/minGuardLen {
+		return Command{}, fmt.Errorf("%w: %d guards in %d bytes", ErrBadEntry, n, len(d.b))
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		g := Guard{Key: d.string()}
+		g.Lease = LeaseRef{Token: d.uvarint(), Version: d.uvarint()}
+		g.Mem = d.uvarint()
+		if d.err == nil && (g.Key == "" || len(t.Guards) > 0 && g.Key <= t.Guards[len(t.Guards)-1].Key) {
+			return Command{}, fmt.Errorf("%w: txn guards not in increasing key order", ErrBadEntry)
+		}
+		t.Guards = append(t.Guards, g)
+	}
+	m := d.uvarint()
+	switch {
+	case d.err != nil:
+		return Command{}, d.err
+	case m == 0:
+		return Command{}, fmt.Errorf("%w: txn without commands", ErrBadEntry)
+	case m > uint64(len(d.b))/minEncodedLen:
+		return Command{}, fmt.Errorf("%w: txn of %d commands in %d bytes", ErrBadEntry, m, len(d.b))
+	}
+	for range m {
+		size := d.uvarint()
+		if d.err != nil {
+			return Command{}, d.err
+		}
+		if uint64(len(d.b)) < size {
+			return Command{}, ErrShortEntry
+		}
+		if size == 0 || d.b[0] != EncodingVersion {
+			return Command{}, fmt.Errorf("%w: command %d of a txn is not a plain command", ErrBadEntry, len(t.Cmds))
+		}
+		c, err := Decode(d.b[:size])
+		if err != nil {
+			return Command{}, fmt.Errorf("command %d of the txn: %w", len(t.Cmds), err)
+		}
+		if c.Op == OpMember {
+			return Command{}, fmt.Errorf("%w: member entry in a txn", ErrBadEntry)
+		}
+		t.Cmds = append(t.Cmds, c)
+		d.b = d.b[size:]
+	}
+	if len(d.b) != 0 {
+		return Command{}, fmt.Errorf("%w: %d trailing bytes", ErrBadEntry, len(d.b))
+	}
+	return Command{Op: OpTxn, Txn: t}, nil
 }
 
 func appendString(dst []byte, s string) []byte {

@@ -84,7 +84,7 @@ func TestDecodeEntryRejects(t *testing.T) {
 		err  error
 	}{
 		{"empty", nil, ErrShortEntry},
-		{"unknown version", []byte{3, 2}, ErrEntryVersion},
+		{"unknown version", []byte{4, 2}, ErrEntryVersion},
 		{"no count", []byte{BatchVersion}, ErrShortEntry},
 		{"batch of one", append([]byte{BatchVersion, 1, byte(len(a))}, a...), ErrBadEntry},
 		{"batch of none", []byte{BatchVersion, 0}, ErrBadEntry},
@@ -114,6 +114,10 @@ func FuzzDecode(f *testing.F) {
 		f.Add(c.Encode(nil))
 	}
 	f.Add(EncodeEntry(nil, []Command{acquire("k", "o", 1000), release("j", "p")}))
+	txn := Command{Op: OpTxn, Txn: &Txn{Guards: []Guard{{Key: "j", Lease: LeaseRef{Token: 3, Version: 4}, Mem: 2}, {Key: "k"}},
+		Cmds: []Command{release("j", "p"), acquire("k", "o", 1000)}}}
+	f.Add(txn.Encode(nil))
+	f.Add(EncodeEntry(nil, []Command{acquire("k", "o", 1000), txn}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if c, err := Decode(b); err == nil {
 			assert.Equal(t, b, c.Encode(nil))

@@ -16,9 +16,10 @@
 //     installs. An entry may hold a batch of n commands (the leader's group
 //     commit): the i-th is applied at position floor + index + i and the floor
 //     then grows by n-1, so each command still has a position, and each grant
-//     a token, of its own. One command may grant more than one lock (later, a
-//     multi-key acquire); they then share its token. (A release or expiry that
-//     hands its lock to a waiter frees and grants the same lock: one grant.)
+//     a token, of its own. A transaction (OpTxn) is one command that may grant
+//     more than one lock; they then share its token, and it grants each key
+//     at most once. (A release or expiry that hands its lock to a waiter
+//     frees and grants the same lock: one grant.)
 //
 //   - Leases carry no time. A lease records its TTL in milliseconds and the
 //     position of the entry that last granted or extended it (its version).
@@ -40,6 +41,15 @@
 //     head waiter to the entry that it expects to free a lock (release,
 //     expiry, revoke). After the command, if the key is free, Apply grants it
 //     to the attached waiter in the same entry, so a hand-off is one commit.
+//
+//   - One command, one entry, all or nothing. A request that needs several
+//     lock commands (a Redis script, DEL of several keys) is one OpTxn: the
+//     leader works it out on a Draft (the same apply code, on copies of the
+//     keys it reads) and proposes the commands with a guard per key read.
+//     Apply checks every guard first; if one no longer holds, nothing is
+//     applied (Conflict) and the leader works the request out again. So a
+//     transaction never takes effect in part, and what it did is exactly what
+//     its draft saw.
 //
 // An entry that cannot be decoded is corruption: Apply panics with its index.
 package fsm

@@ -64,12 +64,17 @@ const (
 	Stale
 	// Recorded: a membership entry was applied.
 	Recorded
+	// Applied: every guard of a transaction held and its commands were
+	// applied; Result.Sub has their outcomes.
+	Applied
+	// Conflict: a guard of a transaction did not hold; nothing changed.
+	Conflict
 )
 
 var codeNames = [...]string{Granted: "granted", Renewed: "renewed", Held: "held",
 	Refused: "refused", Extended: "extended", NotHolder: "not-holder",
 	Released: "released", AlreadyReleased: "already-released", Expired: "expired",
-	Revoked: "revoked", Stale: "stale", Recorded: "recorded"}
+	Revoked: "revoked", Stale: "stale", Recorded: "recorded", Applied: "applied", Conflict: "conflict"}
 
 // String names the outcome.
 func (c Code) String() string {
@@ -104,6 +109,9 @@ type Result struct {
 	Freed *Lease
 	// Waiter is what became of Cmd.Waiter.
 	Waiter WaiterOutcome
+	// Sub holds the outcomes of an applied transaction's commands, in
+	// order (all at Position).
+	Sub []*Result
 }
 
 // released is a remembered release.
@@ -160,7 +168,7 @@ func (t *Table) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	if len(l.Data) > 0 && l.Data[0] == EncodingVersion {
+	if len(l.Data) > 0 && (l.Data[0] == EncodingVersion || l.Data[0] == TxnVersion) {
 		c, err := Decode(l.Data)
 		if err != nil {
 			panic(fmt.Sprintf("fsm: undecodable entry at index %d: %v", l.Index, err))
@@ -198,7 +206,9 @@ func (t *Table) applyBatch(index uint64, cmds []Command) []*Result {
 	t.advance(index)
 	out := make([]*Result, len(cmds))
 	for i, c := range cmds {
-		out[i] = t.applyAt(t.floor+index+uint64(i), c)
+		pos := t.floor + index + uint64(i)
+		out[i] = t.applyAt(pos, c)
+		t.forget(pos)
 	}
 	if len(cmds) > 1 {
 		t.floor += uint64(len(cmds) - 1)
@@ -216,20 +226,37 @@ func (t *Table) advance(index uint64) {
 
 func (t *Table) apply(index uint64, c Command) *Result {
 	t.advance(index)
-	return t.applyAt(t.floor+index, c)
+	pos := t.floor + index
+	r := t.applyAt(pos, c)
+	t.forget(pos)
+	return r
 }
 
-// applyAt applies c at position pos.
+// applyAt applies c at position pos. The caller then forgets what release
+// memory has outlived pos (once per command, a transaction counting as one).
 func (t *Table) applyAt(pos uint64, c Command) *Result {
 	r := &Result{Position: pos, Cmd: c}
-	if c.Op == OpMember {
+	switch c.Op {
+	case OpMember:
 		if c.Owner == "" {
 			delete(t.members, c.Key)
 		} else {
 			t.members[c.Key] = c.Owner
 		}
 		r.Code = Recorded
-		t.forget(pos)
+		return r
+	case OpTxn:
+		for _, g := range c.Txn.Guards {
+			if t.guard(g.Key) != g {
+				r.Code = Conflict
+				return r
+			}
+		}
+		r.Code = Applied
+		r.Sub = make([]*Result, len(c.Txn.Cmds))
+		for i, sc := range c.Txn.Cmds {
+			r.Sub[i] = t.applyAt(pos, sc)
+		}
 		return r
 	}
 	cur := t.locks[c.Key]
@@ -312,13 +339,26 @@ func (t *Table) applyAt(pos uint64, c Command) *Result {
 	if l := t.locks[c.Key]; l != nil {
 		r.Lease = *l
 	}
-	t.forget(pos)
 	return r
 }
 
+// guard returns what key holds now, as a transaction's guard names it.
+func (t *Table) guard(key string) Guard {
+	g := Guard{Key: key}
+	if l := t.locks[key]; l != nil {
+		g.Lease = l.Ref()
+	}
+	if m, ok := t.mem[key]; ok {
+		g.Mem = m.pos
+	}
+	return g
+}
+
 func (t *Table) grant(key, owner string, ttl, pos uint64) {
-	if pos <= t.maxToken {
-		panic(fmt.Sprintf("fsm: token %d would not exceed the largest issued %d", pos, t.maxToken))
+	// A transaction's grants share its position; every other grant's
+	// position exceeds every earlier one's.
+	if pos < t.maxToken {
+		panic(fmt.Sprintf("fsm: token %d would go below the largest issued %d", pos, t.maxToken))
 	}
 	t.maxToken = pos
 	t.locks[key] = &Lease{Owner: owner, Token: pos, TTL: ttl, Version: pos}

@@ -1,0 +1,123 @@
+package fsm
+
+import (
+	"errors"
+	"sort"
+)
+
+// ErrRegrant means a transaction would grant a key it already granted: its
+// grants share one token, so each key may be granted by it only once.
+var ErrRegrant = errors.New("fsm: a transaction grants each key at most once")
+
+// Draft works out a transaction on private copies of the keys it touches, so
+// that the leader knows the outcome of every command before it proposes
+// them. The same code applies the commands to the copies as will apply them
+// to the table, so if every guard (what the draft read) still holds when the
+// entry is applied, every outcome is the one the draft saw.
+//
+// A Draft is used by one goroutine. The table may change while it is used:
+// that is what the guards catch.
+type Draft struct {
+	src     *Table
+	t       *Table // copies of the keys read
+	guards  map[string]Guard
+	cmds    []Command
+	results []*Result
+	granted map[string]bool
+	pos     uint64
+}
+
+// Draft starts a transaction over t.
+func (t *Table) Draft() *Draft {
+	return &Draft{src: t, t: New(), guards: make(map[string]Guard), granted: make(map[string]bool), pos: t.Position() + 1}
+}
+
+// Position is the position the draft applies its commands at: the lowest
+// the transaction can have. A lease the draft granted or renewed has it as
+// its version; its real token and version are known only once committed.
+func (d *Draft) Position() uint64 { return d.pos }
+
+// load copies key from the table, once, and records it as a guard.
+func (d *Draft) load(key string) {
+	if _, ok := d.guards[key]; ok {
+		return
+	}
+	d.src.mu.RLock()
+	g := d.src.guard(key)
+	l := d.src.locks[key]
+	m, remembered := d.src.mem[key]
+	d.src.mu.RUnlock()
+	if l != nil {
+		cp := *l
+		d.t.locks[key] = &cp
+	}
+	if remembered {
+		d.t.mem[key] = m
+	}
+	d.guards[key] = g
+}
+
+// Get returns key's lease as the draft has it.
+func (d *Draft) Get(key string) (Lease, bool) {
+	d.load(key)
+	l, ok := d.t.locks[key]
+	if !ok {
+		return Lease{}, false
+	}
+	return *l, true
+}
+
+// Apply applies c (a plain command: not a member entry or a transaction) to
+// the draft and adds it to the transaction. It fails with ErrRegrant if c
+// would grant a key the transaction granted already; the draft must then be
+// dropped.
+func (d *Draft) Apply(c Command) (*Result, error) {
+	if c.Op == OpMember || c.Op == OpTxn {
+		return nil, ErrBadEntry
+	}
+	d.load(c.Key)
+	r := d.t.applyAt(d.pos, c)
+	if r.Code == Granted || r.Waiter == WaiterGranted {
+		if d.granted[c.Key] {
+			return nil, ErrRegrant
+		}
+		d.granted[c.Key] = true
+	}
+	d.cmds = append(d.cmds, c)
+	d.results = append(d.results, r)
+	return r, nil
+}
+
+// Commands returns the commands applied so far, in order.
+func (d *Draft) Commands() []Command { return d.cmds }
+
+// Results returns the outcomes the draft saw, one per command, in order.
+func (d *Draft) Results() []*Result { return d.results }
+
+// Txn returns the transaction: every key read as a guard, and the commands.
+// It reports false if no command was applied.
+func (d *Draft) Txn() (Command, bool) {
+	if len(d.cmds) == 0 {
+		return Command{}, false
+	}
+	guards := make([]Guard, 0, len(d.guards))
+	for _, g := range d.guards {
+		guards = append(guards, g)
+	}
+	sort.Slice(guards, func(i, j int) bool { return guards[i].Key < guards[j].Key })
+	return Command{Op: OpTxn, Txn: &Txn{Guards: guards, Cmds: d.cmds}}, true
+}
+
+// Same reports whether an applied transaction's outcomes are the ones the
+// draft saw (codes and waiter outcomes), as they are whenever its guards held.
+func (d *Draft) Same(r *Result) bool {
+	if r == nil || r.Code != Applied || len(r.Sub) != len(d.results) {
+		return false
+	}
+	for i, s := range r.Sub {
+		if s.Code != d.results[i].Code || s.Waiter != d.results[i].Waiter {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,245 @@
+package fsm
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lockState is what a transaction may change: the leases and the release
+// memory (without the log position, which every entry moves).
+func lockState(t *Table) map[string]any {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := map[string]any{}
+	for k, l := range t.locks {
+		out["lock "+k] = *l
+	}
+	for k, m := range t.mem {
+		out["mem "+k] = m
+	}
+	return out
+}
+
+func txnOf(guards []Guard, cmds ...Command) Command {
+	return Command{Op: OpTxn, Txn: &Txn{Guards: guards, Cmds: cmds}}
+}
+
+func TestTxnEncodeDecodeRoundTrip(t *testing.T) {
+	tx := txnOf([]Guard{{Key: "a", Lease: LeaseRef{Token: 5, Version: 7}, Mem: 3}, {Key: "b"}},
+		release("a", "o"), Command{Op: OpRevoke, Key: "b", Waiter: &Waiter{Owner: "w", TTL: 9}}, acquire("b", "p", 100))
+	b := tx.Encode(nil)
+	assert.Equal(t, TxnVersion, b[0])
+	got, err := Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, tx, got)
+
+	batch := []Command{acquire("k", "o", 1), tx}
+	cmds, err := DecodeEntry(EncodeEntry(nil, batch))
+	require.NoError(t, err)
+	assert.Equal(t, batch, cmds, "a transaction may be one command of a batch")
+	cmds, err = DecodeEntry(b)
+	require.NoError(t, err)
+	assert.Equal(t, []Command{tx}, cmds)
+}
+
+func TestTxnDecodeRejects(t *testing.T) {
+	ok := []Guard{{Key: "a"}, {Key: "b"}}
+	tests := map[string]Command{
+		"no commands":        txnOf(ok),
+		"guards unordered":   txnOf([]Guard{{Key: "b"}, {Key: "a"}}, release("a", "o")),
+		"guard twice":        txnOf([]Guard{{Key: "a"}, {Key: "a"}}, release("a", "o")),
+		"empty guard key":    txnOf([]Guard{{Key: ""}}, release("a", "o")),
+		"member in a txn":    txnOf(ok, Command{Op: OpMember, Key: "n1", Owner: "addr"}),
+		"bad command":        txnOf(ok, acquire("", "o", 1)),
+		"txn inside a txn":   txnOf(ok, txnOf(ok, release("a", "o"))),
+		"batch inside a txn": {Op: OpTxn, Txn: &Txn{Cmds: []Command{release("a", "o")}}},
+	}
+	for name, c := range tests {
+		t.Run(name, func(t *testing.T) {
+			b := c.Encode(nil)
+			if name == "batch inside a txn" {
+				// Replace the one command by a batch of two.
+				inner := EncodeEntry(nil, []Command{release("a", "o"), release("b", "o")})
+				b = append([]byte{TxnVersion, 0, 1, byte(len(inner))}, inner...)
+			}
+			_, err := Decode(b)
+			assert.ErrorIs(t, err, ErrBadEntry)
+		})
+	}
+	valid := txnOf(ok, release("a", "o")).Encode(nil)
+	_, err := Decode(append(valid, 0))
+	assert.ErrorIs(t, err, ErrBadEntry, "trailing bytes")
+	_, err = Decode(valid[:len(valid)-1])
+	assert.ErrorIs(t, err, ErrShortEntry, "truncated")
+}
+
+// A transaction whose guards hold applies every command at one position: the
+// grants share the token, the outcomes are the draft's, and the table is what
+// the draft worked out.
+func TestTxnAppliesAtOnePositionAsDrafted(t *testing.T) {
+	a := newApplier()
+	a.apply(t, acquire("x", "h", 1000))
+	a.apply(t, acquire("y", "h", 1000))
+	a.apply(t, release("z", "o")) // nothing held: not remembered either
+
+	d := a.t.Draft()
+	r, err := d.Apply(Command{Op: OpRelease, Key: "x", Owner: "h", Redis: true})
+	require.NoError(t, err)
+	assert.Equal(t, Released, r.Code)
+	r, err = d.Apply(Command{Op: OpAcquire, Key: "x", Owner: "n", TTL: 500, Redis: true})
+	require.NoError(t, err)
+	assert.Equal(t, Granted, r.Code)
+	r, err = d.Apply(acquire("z", "n", 500))
+	require.NoError(t, err)
+	assert.Equal(t, Granted, r.Code)
+	l, held := d.Get("y")
+	require.True(t, held)
+	assert.Equal(t, "h", l.Owner, "a key only read is a guard too")
+	txn, ok := d.Txn()
+	require.True(t, ok)
+	assert.Equal(t, []string{"x", "y", "z"}, []string{txn.Txn.Guards[0].Key, txn.Txn.Guards[1].Key, txn.Txn.Guards[2].Key})
+
+	res := a.apply(t, txn)
+	require.Equal(t, Applied, res.Code)
+	require.True(t, d.Same(res))
+	x, _ := a.t.Get("x")
+	z, _ := a.t.Get("z")
+	assert.Equal(t, res.Position, x.Token)
+	assert.Equal(t, x.Token, z.Token, "one entry's grants share its token")
+	assert.Equal(t, "n", x.Owner)
+	require.NotNil(t, res.Sub[0].Freed)
+
+	g := a.apply(t, acquire("w", "o", 1))
+	assert.Greater(t, g.Lease.Token, x.Token, "the next grant's token is larger")
+}
+
+// A change to any key the draft read, between the draft and the entry, makes
+// the whole transaction a Conflict that changes nothing.
+func TestTxnConflictChangesNothing(t *testing.T) {
+	for name, meddle := range map[string]Command{
+		"lease renewed":       extend("x", "h", 2000),
+		"released":            release("x", "h"),
+		"read-only key taken": acquire("free", "o", 10),
+		"release remembered":  release("gone", "g"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := newApplier()
+			a.apply(t, acquire("x", "h", 1000))
+			a.apply(t, acquire("gone", "g", 1000))
+			d := a.t.Draft()
+			_, err := d.Apply(Command{Op: OpRevoke, Key: "x"})
+			require.NoError(t, err)
+			d.Get("free")
+			d.Get("gone")
+			txn, _ := d.Txn()
+			a.apply(t, meddle)
+			before := lockState(a.t)
+			res := a.apply(t, txn)
+			assert.Equal(t, Conflict, res.Code)
+			assert.Empty(t, res.Sub)
+			assert.Equal(t, before, lockState(a.t), "a conflict changes nothing")
+		})
+	}
+}
+
+func TestDraftRefusesToGrantAKeyTwice(t *testing.T) {
+	d := New().Draft()
+	_, err := d.Apply(acquire("k", "a", 10))
+	require.NoError(t, err)
+	_, err = d.Apply(release("k", "a"))
+	require.NoError(t, err)
+	_, err = d.Apply(acquire("k", "b", 10))
+	assert.ErrorIs(t, err, ErrRegrant)
+}
+
+// TestPropertyTxnAllOrNothing interleaves random transactions, drafted against
+// the table as it stood, with random commands applied before them: each
+// transaction either conflicts and changes nothing, or applies with exactly
+// the draft's outcomes and leaves the table the draft had for its keys.
+func TestPropertyTxnAllOrNothing(t *testing.T) {
+	applied, conflicts := 0, 0
+	for seed := int64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		a := newApplier()
+		for _, c := range randomCommands(rng, 40) {
+			a.apply(t, c)
+		}
+		for i := 0; i < 40; i++ {
+			d := a.t.Draft()
+			for _, c := range randomCommands(rng, 1+rng.Intn(4)) {
+				if c.Op == OpMember {
+					continue
+				}
+				if _, err := d.Apply(c); err != nil {
+					require.ErrorIs(t, err, ErrRegrant)
+					d = nil
+					break
+				}
+			}
+			if d == nil {
+				continue
+			}
+			txn, ok := d.Txn()
+			if !ok {
+				continue
+			}
+			for _, c := range randomCommands(rng, rng.Intn(2)) {
+				a.apply(t, c) // may meddle
+			}
+			before := lockState(a.t)
+			res := a.apply(t, txn)
+			switch res.Code {
+			case Conflict:
+				conflicts++
+				require.Equal(t, before, lockState(a.t), "seed %d: a conflict changed the table", seed)
+			case Applied:
+				applied++
+				require.True(t, d.Same(res), "seed %d: outcomes differ from the draft's", seed)
+				for _, g := range txn.Txn.Guards {
+					want, wheld := d.Get(g.Key)
+					got, gheld := a.t.Get(g.Key)
+					require.Equal(t, wheld, gheld, "seed %d key %s", seed, g.Key)
+					if gheld {
+						require.Equal(t, want.Owner, got.Owner, "seed %d key %s", seed, g.Key)
+						require.Equal(t, want.TTL, got.TTL, "seed %d key %s", seed, g.Key)
+						if want.Version == d.Position() {
+							require.Equal(t, res.Position, got.Version, "seed %d key %s", seed, g.Key)
+						} else {
+							require.Equal(t, want.Ref(), got.Ref(), "seed %d key %s", seed, g.Key)
+						}
+					}
+				}
+			default:
+				t.Fatalf("seed %d: a transaction answered %v", seed, res.Code)
+			}
+		}
+	}
+	assert.Greater(t, applied, 1000)
+	assert.Greater(t, conflicts, 100)
+	t.Logf("%d applied, %d conflicts", applied, conflicts)
+}
+
+func TestTxnApplyIsDeterministicInBatches(t *testing.T) {
+	a, b := newApplier(), newApplier()
+	for _, ap := range []*applier{a, b} {
+		ap.apply(t, acquire("x", "h", 1000))
+	}
+	d := a.t.Draft()
+	_, err := d.Apply(Command{Op: OpRelease, Key: "x", Owner: "h", Waiter: &Waiter{Owner: "w", TTL: 5}})
+	require.NoError(t, err)
+	txn, _ := d.Txn()
+	ra := a.applyBatch(t, []Command{acquire("y", "o", 1), txn, acquire("z", "o", 1)})
+	rb := []*Result{b.apply(t, acquire("y", "o", 1))}
+	b.index++ // the batch's second position
+	rb = append(rb, b.t.Apply(&raft.Log{Index: b.index, Type: raft.LogCommand, Data: txn.Encode(nil)}).(*Result))
+	rb = append(rb, b.apply(t, acquire("z", "o", 1)))
+	for i := range ra {
+		assert.Equal(t, rb[i].Code, ra[i].Code)
+		assert.Equal(t, rb[i].Lease, ra[i].Lease)
+	}
+	assert.Equal(t, lockState(a.t), lockState(b.t))
+}
