@@ -39,6 +39,10 @@ var (
 	// ErrRestoreNotNew means RestoreSnapshot was called on a node that is
 	// not a fresh one-node cluster: restore only into a new data directory.
 	ErrRestoreNotNew = errors.New("server: restore needs a new cluster")
+	// ErrConflict means a transaction (Node.Update) found the keys it read
+	// changed every time it was about to take effect, and gave up: nothing
+	// was done. Retry later.
+	ErrConflict = errors.New("server: too much contention on the keys")
 	// ErrLimit means a configured limit (Config.MaxLocks) refused the
 	// request; nothing was proposed.
 	ErrLimit = errors.New("server: limit reached")

@@ -39,6 +39,8 @@ type Node struct {
 	stopCh chan struct{}
 	wg     sync.WaitGroup
 	batch  *batcher // every proposal goes through it (group commit)
+	// latches serialize the transactions on the same keys (Update).
+	latches *latches
 	// snapPos is the table's position (fsm.Table.Position) when the last
 	// snapshot was taken or restored.
 	snapPos atomic.Uint64
@@ -108,6 +110,7 @@ func Open(cfg Config) (*Node, error) {
 		granting: make(map[string]bool),
 		wake:     make(chan struct{}, 1),
 		metrics:  newMetrics(),
+		latches:  newLatches(),
 	}
 	n.leases = newLessor(n.table)
 	if err := n.startRaft(); err != nil {
@@ -550,6 +553,13 @@ func (n *Node) applyLocked(l *raft.Log) interface{} {
 }
 
 func (n *Node) resultLocked(r *fsm.Result) {
+	if r.Cmd.Op == fsm.OpTxn {
+		// Each command of an applied transaction as if it stood alone.
+		for _, s := range r.Sub {
+			n.resultLocked(s)
+		}
+		return
+	}
 	n.metrics.applied(r)
 	n.quotas.applied(r)
 	n.appliedLocked(r)

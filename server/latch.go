@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// latches serialize the transactions (Node.Update) that name the same keys
+// on this leader, so that one on a busy key waits its turn instead of
+// conflicting again and again with the others. They guard nothing by
+// themselves: a transaction's guards do (fsm.Txn), against every other
+// writer too.
+type latches struct {
+	mu sync.Mutex // guards m
+	m  map[string]*latch
+}
+
+// latch is one key's: a one-slot channel held by the transaction in turn,
+// and how many transactions hold or wait for it.
+type latch struct {
+	slot chan struct{}
+	refs int
+}
+
+func newLatches() *latches { return &latches{m: make(map[string]*latch)} }
+
+// lock takes the latches of keys, in sorted order (so two transactions never
+// wait for each other), and returns the function that gives them back. If ctx
+// ends first it gives back what it took and returns ctx's error.
+func (ls *latches) lock(ctx context.Context, keys []string) (unlock func(), err error) {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	held := make([]*latch, 0, len(keys))
+	unlock = func() {
+		for i, l := range held {
+			<-l.slot
+			ls.put(keys[i], l)
+		}
+	}
+	for _, k := range keys {
+		l := ls.get(k)
+		select {
+		case l.slot <- struct{}{}:
+			held = append(held, l)
+		case <-ctx.Done():
+			ls.put(k, l)
+			unlock()
+			return nil, ctx.Err()
+		}
+	}
+	return unlock, nil
+}
+
+func (ls *latches) get(key string) *latch {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.m[key]
+	if l == nil {
+		l = &latch{slot: make(chan struct{}, 1)}
+		ls.m[key] = l
+	}
+	l.refs++
+	return l
+}
+
+func (ls *latches) put(key string, l *latch) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l.refs--; l.refs == 0 {
+		delete(ls.m, key)
+	}
+}

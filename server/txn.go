@@ -1,0 +1,248 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+)
+
+// maxTxnAttempts bounds how often Update works a transaction out again after
+// its entry found a key it read changed (a conflict).
+const maxTxnAttempts = 16
+
+// Tx is one request's read-modify-write of the lock table, worked out on the
+// leader and committed by Update as one entry (an fsm transaction). Its reads
+// see its own writes. It is used by one goroutine, inside Update's function
+// only.
+type Tx struct {
+	n    *Node
+	d    *fsm.Draft
+	now  time.Time
+	seen map[string]bool
+	// newLocks counts the keys this transaction grants that the table holds
+	// no lease on, for Config.MaxLocks.
+	newLocks int
+}
+
+// Update runs fn on the leader against the lock table and commits what fn
+// did as one Raft entry, which takes effect, all of it, only if no key fn
+// read (free keys included) changed in the meantime. Otherwise fn runs again,
+// up to maxTxnAttempts times, and then Update returns ErrConflict with
+// nothing done. So fn must have no effect outside tx and may run more than
+// once; what it last computed is what the entry did.
+//
+// keys are the keys fn is expected to touch: transactions naming the same
+// key wait for each other on this leader rather than conflict. A key fn
+// touches that is not among them is still guarded, only not waited for.
+//
+// A lease that has run out on this leader reads as free, and its expiry goes
+// into the same entry. A key fn leaves free while acquires wait for it (WAIT)
+// is handed to the first of them in the same entry. If fn changes nothing,
+// no entry is written; Update returns once the node has confirmed with a
+// quorum that it still leads, so what fn read was current.
+//
+// Errors: those of fn; NotLeaderError, ErrNoLeader, the context's, or
+// ErrConflict when nothing was done; ErrUnknownOutcome when the entry may or
+// may not have been committed.
+func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error) error {
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	unlock, err := n.latches.lock(ctx, keys)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for attempt := 1; ; attempt++ {
+		if err := n.waitReady(ctx); err != nil {
+			return err
+		}
+		tx := &Tx{n: n, d: n.table.Draft(), now: time.Now(), seen: make(map[string]bool)}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		tx.handToWaiters()
+		c, writes := tx.entry()
+		if !writes {
+			return n.verifyLeader(ctx)
+		}
+		r, err := n.propose(ctx, c)
+		switch {
+		case err != nil:
+			return err
+		case r.Code == fsm.Conflict && attempt < maxTxnAttempts:
+			continue
+		case r.Code == fsm.Conflict:
+			return fmt.Errorf("%w: its keys changed under it %d times", ErrConflict, attempt)
+		case !tx.d.Same(r):
+			// Cannot happen while the draft and Apply share their code; if
+			// it does, what the caller computed may not be what was done.
+			n.log.Error("a transaction's outcomes differ from its draft", "position", r.Position)
+			return fmt.Errorf("%w: the transaction's outcomes differ from its draft", ErrUnknownOutcome)
+		}
+		return nil
+	}
+}
+
+// touch reads key into the draft the first time the transaction uses it; a
+// lease that ran out on this leader is ended there (its expiry joins the
+// entry), as it reads as free.
+func (tx *Tx) touch(key string) {
+	if tx.seen[key] {
+		return
+	}
+	tx.seen[key] = true
+	n := tx.n
+	// Under the node's lock the table and the lease deadlines agree (a
+	// grant is timed in the same critical section that applies it).
+	n.mu.Lock()
+	l, held := tx.d.Get(key)
+	n.mu.Unlock()
+	if held && n.leases.remaining(l, tx.now) <= 0 {
+		ref := l.Ref()
+		_, _ = tx.d.Apply(fsm.Command{Op: fsm.OpExpire, Key: key, Lease: &ref})
+	}
+}
+
+// Status returns key's lock as the transaction sees it. The token of a lease
+// granted by this transaction is not known before it commits: it is 0.
+func (tx *Tx) Status(key string) (Status, bool, error) {
+	if err := tx.n.checkKey(key); err != nil {
+		return Status{}, false, err
+	}
+	tx.touch(key)
+	l, held := tx.d.Get(key)
+	if !held {
+		return Status{}, false, nil
+	}
+	s := Status{Owner: l.Owner, Token: l.Token}
+	if l.Version == tx.d.Position() {
+		// Granted or renewed by this transaction.
+		s.Remaining = time.Duration(l.TTL) * time.Millisecond
+		if l.Token == tx.d.Position() {
+			s.Token = 0
+		}
+	} else {
+		s.Remaining = tx.n.leases.remaining(l, tx.now)
+	}
+	return s, true, nil
+}
+
+// Acquire grants key to owner for ttl, as Node.Acquire without a wait does
+// (redis false), or as Node.AcquireRedis does (redis true). As there, a key
+// that acquires wait for (WAIT) is theirs first: it is not granted to
+// another owner, even if free.
+func (tx *Tx) Acquire(key, owner string, ttl time.Duration, redis bool) (bool, error) {
+	n := tx.n
+	if err := n.checkLease(key, owner, ttl); err != nil {
+		return false, err
+	}
+	tx.touch(key)
+	l, held := tx.d.Get(key)
+	n.mu.Lock()
+	queued := n.waits.head(key) != nil
+	_, inTable := n.table.Get(key)
+	var err error
+	if !held && !inTable && !queued {
+		switch {
+		case n.table.Len()+tx.newLocks >= n.cfg.MaxLocks:
+			err = fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
+		default:
+			err = n.quotas.check(key)
+		}
+	}
+	n.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	if queued && (!held || l.Owner != owner) {
+		return false, nil
+	}
+	r, err := tx.apply(fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: uint64(ttl / time.Millisecond), Redis: redis})
+	if err != nil {
+		return false, err
+	}
+	if r.Code == fsm.Granted && !inTable {
+		tx.newLocks++
+	}
+	return r.Code == fsm.Granted || r.Code == fsm.Renewed, nil
+}
+
+// Extend renews owner's lease on key for ttl, as Node.Extend.
+func (tx *Tx) Extend(key, owner string, ttl time.Duration) (bool, error) {
+	if err := tx.n.checkLease(key, owner, ttl); err != nil {
+		return false, err
+	}
+	r, err := tx.apply(fsm.Command{Op: fsm.OpExtend, Key: key, Owner: owner, TTL: uint64(ttl / time.Millisecond)})
+	return err == nil && r.Code == fsm.Extended, err
+}
+
+// Release frees key if owner holds it, as Node.Release (redis false: the
+// release is remembered, and a remembered one reports true) or
+// Node.ReleaseRedis (redis true).
+func (tx *Tx) Release(key, owner string, redis bool) (bool, error) {
+	if err := tx.n.checkNames(key, owner); err != nil {
+		return false, err
+	}
+	r, err := tx.apply(fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Redis: redis})
+	return err == nil && (r.Code == fsm.Released || r.Code == fsm.AlreadyReleased), err
+}
+
+// Revoke frees key whoever holds it, as Node.Revoke.
+func (tx *Tx) Revoke(key string) (bool, error) {
+	if err := tx.n.checkKey(key); err != nil {
+		return false, err
+	}
+	r, err := tx.apply(fsm.Command{Op: fsm.OpRevoke, Key: key})
+	return err == nil && r.Code == fsm.Revoked, err
+}
+
+func (tx *Tx) apply(c fsm.Command) (*fsm.Result, error) {
+	tx.touch(c.Key)
+	r, err := tx.d.Apply(c)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	return r, nil
+}
+
+// handToWaiters adds, for each key the transaction leaves free while
+// acquires wait for it, the grant to the first of them.
+func (tx *Tx) handToWaiters() {
+	if len(tx.d.Commands()) == 0 {
+		return
+	}
+	n := tx.n
+	for key := range tx.seen {
+		if _, held := tx.d.Get(key); held {
+			continue
+		}
+		n.mu.Lock()
+		w := n.headWaiterLocked(key)
+		n.mu.Unlock()
+		if w != nil {
+			// A key granted and freed again in this transaction cannot be
+			// granted twice (fsm.ErrRegrant): the waiter then gets it from
+			// the grant the apply path proposes for a free, awaited key.
+			_, _ = tx.d.Apply(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
+		}
+	}
+}
+
+// entry returns the transaction's entry, and false if it changes nothing
+// that needs one: no command, or only the expiry of leases that ran out
+// (the expiry loop commits those anyway).
+func (tx *Tx) entry() (fsm.Command, bool) {
+	c, ok := tx.d.Txn()
+	if !ok {
+		return c, false
+	}
+	for _, sc := range c.Txn.Cmds {
+		if sc.Op != fsm.OpExpire {
+			return c, true
+		}
+	}
+	return c, false
+}

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A transaction of several commands takes one entry: its grants share the
+// entry's token.
+func TestUpdateIsOneEntry(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "c", "other", time.Minute)
+	before := n.table.LastIndex()
+	var took, refused bool
+	require.NoError(t, n.Update(ctx, []string{"a", "b", "c"}, func(tx *Tx) error {
+		ok1, err := tx.Acquire("a", "me", time.Minute, true)
+		if err != nil {
+			return err
+		}
+		ok2, err := tx.Acquire("b", "me", time.Minute, true)
+		if err != nil {
+			return err
+		}
+		ok3, err := tx.Acquire("c", "me", time.Minute, true)
+		took, refused = ok1 && ok2, !ok3
+		return err
+	}))
+	assert.True(t, took)
+	assert.True(t, refused)
+	assert.Equal(t, before+1, n.table.LastIndex(), "one entry")
+	a, b := mustStatus(t, n, "a"), mustStatus(t, n, "b")
+	assert.Equal(t, a.Token, b.Token, "one entry's grants share its token")
+	assert.Equal(t, n.table.LastIndex(), a.Token)
+	assert.Equal(t, "other", mustStatus(t, n, "c").Owner)
+}
+
+// Reads see the transaction's own writes; a transaction that writes nothing
+// proposes nothing.
+func TestUpdateReadsItsWritesAndReadOnlyWritesNothing(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "k", "h", time.Minute)
+	before := n.table.LastIndex()
+	require.NoError(t, n.Update(ctx, []string{"k"}, func(tx *Tx) error {
+		s, held, err := tx.Status("k")
+		require.NoError(t, err)
+		require.True(t, held)
+		assert.Equal(t, "h", s.Owner)
+		return nil
+	}))
+	assert.Equal(t, before, n.table.LastIndex(), "a read-only transaction writes no entry")
+
+	require.NoError(t, n.Update(ctx, []string{"k"}, func(tx *Tx) error {
+		ok, err := tx.Release("k", "h", true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		_, held, _ := tx.Status("k")
+		assert.False(t, held, "the transaction sees its release")
+		ok, err = tx.Acquire("k", "n", 2*time.Minute, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		s, held, _ := tx.Status("k")
+		assert.True(t, held)
+		assert.Equal(t, "n", s.Owner)
+		assert.Equal(t, 2*time.Minute, s.Remaining)
+		return nil
+	}))
+	assert.Equal(t, "n", mustStatus(t, n, "k").Owner)
+}
+
+// A write to a key the transaction read, between its reads and its entry,
+// makes it work the request out again; the result is as if it ran alone
+// after that write.
+func TestUpdateWorksAgainAfterAConflict(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "k", "h", time.Minute)
+	runs := 0
+	var released bool
+	require.NoError(t, n.Update(ctx, []string{"k"}, func(tx *Tx) error {
+		runs++
+		var err error
+		released, err = tx.Release("k", "h", true)
+		if runs == 1 {
+			// Another request takes the lock over meanwhile.
+			ok, err := n.Revoke(ctx, "k")
+			require.NoError(t, err)
+			require.True(t, ok)
+			mustAcquire(t, n, "k", "thief", time.Minute)
+		}
+		return err
+	}))
+	assert.Equal(t, 2, runs)
+	assert.False(t, released, "on the second run h no longer holds k")
+	assert.Equal(t, "thief", mustStatus(t, n, "k").Owner, "the first run's release never took effect")
+}
+
+func TestUpdateGivesUpWithNothingDone(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	var runs atomic.Int32
+	err := n.Update(ctx, []string{"k"}, func(tx *Tx) error {
+		runs.Add(1)
+		_, _, _ = tx.Status("m")
+		if _, err := tx.Acquire("k", "me", time.Minute, true); err != nil {
+			return err
+		}
+		// Every run, someone else takes over a key it read.
+		if _, err := n.Revoke(ctx, "m"); err != nil {
+			return err
+		}
+		_, _, err := n.Acquire(ctx, "m", fmt.Sprint("o", runs.Load()), time.Minute, 0)
+		return err
+	})
+	require.ErrorIs(t, err, ErrConflict)
+	assert.EqualValues(t, maxTxnAttempts, runs.Load())
+	_, held, err := n.Status(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, held, "nothing of a transaction that gave up took effect")
+}
+
+// A lease that ran out on the leader reads as free, and the transaction's
+// entry ends it; a key it frees goes to the first waiter in the same entry.
+func TestUpdateExpiresRunOutLeasesAndHandsToWaiters(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "short", "h", 200*time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // run out; the expiry loop may or may not have ended it
+	mustAcquire(t, n, "q", "h", time.Minute)
+	granted := make(chan Grant, 1)
+	go func() {
+		g, ok, err := n.Acquire(ctx, "q", "w", time.Minute, 5*time.Second)
+		if err == nil && ok {
+			granted <- g
+		}
+		close(granted)
+	}()
+	require.Eventually(t, func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.waits.head("q") != nil
+	}, 5*time.Second, 5*time.Millisecond)
+
+	require.NoError(t, n.Update(ctx, []string{"short", "q"}, func(tx *Tx) error {
+		_, held, err := tx.Status("short")
+		require.NoError(t, err)
+		assert.False(t, held, "a run-out lease reads as free")
+		ok, err := tx.Acquire("short", "new", time.Minute, true)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		ok, err = tx.Revoke("q")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		return nil
+	}))
+	g, ok := <-granted
+	require.True(t, ok, "the waiter was granted")
+	assert.Equal(t, n.table.LastIndex(), g.Token, "in the transaction's own entry")
+	assert.Equal(t, g.Token, mustStatus(t, n, "short").Token)
+	assert.Equal(t, "w", mustStatus(t, n, "q").Owner)
+}
+
+func TestUpdateValidatesAndRefusesRegrants(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	err := n.Update(ctx, []string{"k"}, func(tx *Tx) error {
+		_, err := tx.Acquire("k", "", time.Minute, true)
+		return err
+	})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	err = n.Update(ctx, []string{"k"}, func(tx *Tx) error {
+		if _, err := tx.Acquire("k", "a", time.Minute, true); err != nil {
+			return err
+		}
+		if _, err := tx.Release("k", "a", true); err != nil {
+			return err
+		}
+		_, err := tx.Acquire("k", "b", time.Minute, true)
+		return err
+	})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, held, err := n.Status(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, held, "nothing was proposed")
+}
+
+func TestLatchesSerializeTheSameKeys(t *testing.T) {
+	ls := newLatches()
+	ctx := context.Background()
+	unlock, err := ls.lock(ctx, []string{"b", "a"})
+	require.NoError(t, err)
+	other, err := ls.lock(ctx, []string{"c"})
+	require.NoError(t, err, "other keys are not held up")
+	other()
+
+	got := make(chan struct{})
+	go func() {
+		u, err := ls.lock(ctx, []string{"a", "z"})
+		if err == nil {
+			u()
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second transaction on key a did not wait")
+	case <-time.After(100 * time.Millisecond):
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = ls.lock(short, []string{"z", "a"})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	unlock()
+	<-got
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	assert.Empty(t, ls.m, "no latch is left behind")
+}
