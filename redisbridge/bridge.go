@@ -21,10 +21,11 @@ type Locker interface {
 	Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (server.Grant, bool, error)
 	AcquireRedis(ctx context.Context, key, value string, ttl time.Duration) (server.Grant, bool, error)
 	Extend(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
-	ExtendHolder(ctx context.Context, key string, ttl time.Duration) (bool, error)
 	Release(ctx context.Context, key, owner string) (bool, error)
-	ReleaseRedis(ctx context.Context, key, value string) (bool, error)
 	Revoke(ctx context.Context, key string) (bool, error)
+	// Update commits a command of several steps as one entry (see
+	// server.Node.Update).
+	Update(ctx context.Context, keys []string, fn func(tx *server.Tx) error) error
 	Status(ctx context.Context, key string) (server.Status, bool, error)
 	Check(ctx context.Context, key string, token uint64) (bool, error)
 	ID() string
@@ -383,6 +384,13 @@ func wrongArity(r *request) {
 // fail answers err. A command that reached a follower is forwarded to the
 // leader, once, and the leader's reply relayed as it is.
 //
+// Forwarding, or running the command again, never repeats an effect: every
+// command takes effect in at most one entry (a command of several steps is
+// one transaction, Locker.Update), and the server answers NotLeaderError
+// only when that entry was never appended. Once an entry may have been,
+// the error is ErrUnknownOutcome (UNCERTAIN), which is never forwarded
+// (docs/design.md, invariant 6).
+//
 // If the leader cannot be reached at all (the command provably went
 // nowhere), the node waits for the leader to change, within the request's
 // deadline, and runs the command again from the start: that is how a
@@ -466,6 +474,8 @@ func writeErr(c redcon.Conn, err error) {
 	case errors.Is(err, context.DeadlineExceeded):
 		// Not proposed: ctx ran out before the command reached Raft.
 		c.WriteError("TIMEOUT the request timed out before it took effect; retry later")
+	case errors.Is(err, server.ErrConflict):
+		c.WriteError("TIMEOUT " + strings.TrimPrefix(err.Error(), "server: ") + "; nothing was done: retry later")
 	default:
 		c.WriteError("ERR " + strings.TrimPrefix(err.Error(), "server: "))
 	}

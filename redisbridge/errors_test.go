@@ -56,6 +56,7 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 		{server.ErrNoLeader, "NOLEADER "},
 		{&server.NotLeaderError{Leader: "n2"}, "NOTLEADER "},
 		{server.ErrShutdown, "SHUTDOWN "},
+		{fmt.Errorf("%w: its keys changed under it 16 times", server.ErrConflict), "TIMEOUT "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.prefix, func(t *testing.T) {
@@ -71,6 +72,8 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 				{"GET", "k"},
 				{"DEL", "k"},
 				{"PEXPIRE", "k", 1000},
+				{"EXISTS", "k", "k2"},
+				{"HGET", "k", "o:1"},
 				{"EVAL", redsyncDelete412, 1, "k", "v"},
 				{"EVAL", redsyncTouchSetNX, 1, "k", "v", 1000},
 				{"EVAL", redlockAcquire5, 2, "k", "k2", "v", 1000},
@@ -93,49 +96,8 @@ func (f faultyLocker) TransferLeadership(context.Context, string) error   { retu
 func (f faultyLocker) AcquireRedis(context.Context, string, string, time.Duration) (server.Grant, bool, error) {
 	return server.Grant{}, false, f.err
 }
-func (f faultyLocker) ExtendHolder(context.Context, string, time.Duration) (bool, error) {
-	return false, f.err
-}
-func (f faultyLocker) ReleaseRedis(context.Context, string, string) (bool, error) {
-	return false, f.err
-}
+func (f faultyLocker) Update(context.Context, []string, func(*server.Tx) error) error { return f.err }
 func (f faultyLocker) ID() string { return "faulty" }
-
-// stallingLocker releases the first `done` keys, then each later release
-// waits for its context to end and fails with the context's error, as the
-// node does for a command withdrawn from its batcher's queue. A stand-in
-// because a real node cannot be made to hold a command queued on demand.
-type stallingLocker struct {
-	faultyLocker
-	done     int
-	mu       sync.Mutex
-	released []string
-}
-
-func (s *stallingLocker) ReleaseRedis(ctx context.Context, key, _ string) (bool, error) {
-	s.mu.Lock()
-	if len(s.released) < s.done {
-		s.released = append(s.released, key)
-		s.mu.Unlock()
-		return true, nil
-	}
-	s.mu.Unlock()
-	<-ctx.Done()
-	return false, ctx.Err()
-}
-
-// A script whose deadline passes after some of its commands took effect
-// answers UNCERTAIN, never TIMEOUT (which promises that nothing was done).
-func TestScriptStoppedMidwayByItsDeadlineIsUncertain(t *testing.T) {
-	l := &stallingLocker{faultyLocker: faultyLocker{server.ErrShutdown}, done: 2}
-	c := serveLocker(t, l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
-	_, err := do(t, c, "EVAL", redlockRelease5, 4, "a", "b", "c", "d", "v")
-	require.Error(t, err)
-	assert.Regexp(t, "^UNCERTAIN ", err.Error())
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	assert.Equal(t, []string{"a", "b"}, l.released)
-}
 
 // unsureLocker's first acquire ends with an unknown outcome; each later one
 // waits for its context to end and fails with the context's error, as the

@@ -30,15 +30,6 @@ func (b *Bridge) lockAcquire(ctx context.Context, key, value string, ttl time.Du
 	return ok, err
 }
 
-// lockRelease frees key if value holds it. With RedlockMultiEndpoint, a
-// repeated release of a release that is remembered reports true as well.
-func (b *Bridge) lockRelease(ctx context.Context, key, value string) (bool, error) {
-	if b.cfg.RedlockMultiEndpoint {
-		return b.locker.Release(ctx, key, value)
-	}
-	return b.locker.ReleaseRedis(ctx, key, value)
-}
-
 // parseExpire parses a relative expiry of a SET, PEXPIRE or EXPIRE, in
 // seconds or milliseconds, as Redis does: junk is not an integer, zero,
 // negative or overflowing is an invalid expire time (for SET).
@@ -142,7 +133,9 @@ func (b *Bridge) get(r *request) {
 }
 
 // del: DEL key [key ...] → how many held locks were freed. Owner-less: it
-// frees a lock whoever holds it, so it is outside fencer's guarantees.
+// frees a lock whoever holds it, so it is outside fencer's guarantees. All
+// the keys are freed in one entry (with the Redisson hold counts beside
+// them), and their waiters handed them in it.
 func (b *Bridge) del(r *request) {
 	if len(r.args) < 2 {
 		wrongArity(r)
@@ -151,35 +144,40 @@ func (b *Bridge) del(r *request) {
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	n := 0
+	var keys []string
 	for _, k := range r.args[1:] {
 		if b.latch.del(string(k)) {
 			n++
 			continue
 		}
-		ok, err := b.revokeLock(ctx, string(k))
+		keys = append(keys, string(k))
+	}
+	if len(keys) > 0 {
+		freed := 0
+		err := b.locker.Update(ctx, keys, func(tx *server.Tx) error {
+			freed = 0
+			for _, k := range keys {
+				ok, err := revokeLock(tx, k)
+				if err != nil {
+					return err
+				}
+				if ok {
+					freed++
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			b.fail(ctx, r, err)
 			return
 		}
-		if ok {
-			n++
-		}
+		n += freed
 	}
 	r.c.WriteInt(n)
 }
 
-// revokeLock frees key whoever holds it, with the Redisson hold counts kept
-// beside it.
-func (b *Bridge) revokeLock(ctx context.Context, key string) (bool, error) {
-	ok, err := b.locker.Revoke(ctx, key)
-	if err != nil || !ok {
-		return ok, err
-	}
-	return true, b.dropHolds(ctx, key)
-}
-
 // exists: EXISTS key [key ...] → how many of the keys are held locks (a key
-// named twice counts twice).
+// named twice counts twice), read together.
 func (b *Bridge) exists(r *request) {
 	if len(r.args) < 2 {
 		wrongArity(r)
@@ -187,16 +185,27 @@ func (b *Bridge) exists(r *request) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
+	keys := make([]string, len(r.args)-1)
+	for i, k := range r.args[1:] {
+		keys[i] = string(k)
+	}
 	n := 0
-	for _, k := range r.args[1:] {
-		_, held, err := b.locker.Status(ctx, string(k))
-		if err != nil {
-			b.fail(ctx, r, err)
-			return
+	err := b.locker.Update(ctx, nil, func(tx *server.Tx) error {
+		n = 0
+		for _, k := range keys {
+			_, held, err := tx.Status(k)
+			if err != nil {
+				return err
+			}
+			if held {
+				n++
+			}
 		}
-		if held {
-			n++
-		}
+		return nil
+	})
+	if err != nil {
+		b.fail(ctx, r, err)
+		return
 	}
 	r.c.WriteInt(n)
 }
@@ -249,25 +258,32 @@ func (b *Bridge) expireIn(r *request, unit time.Duration) {
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	key := string(r.args[1])
-	if nx || gt || lt || ttl <= 0 {
-		s, held, err := b.locker.Status(ctx, key)
-		if err != nil {
-			b.fail(ctx, r, err)
-			return
-		}
+	// Read and write in one entry: the holder renewed (or freed) is the
+	// one read, and nothing is done twice.
+	var set bool
+	err := b.locker.Update(ctx, []string{key}, func(tx *server.Tx) error {
+		set = false
+		s, held, err := tx.Status(key)
 		// Every lock has a lease, so NX (only without one) never applies.
-		if !held || nx || gt && ttl <= s.Remaining || lt && ttl >= s.Remaining {
-			r.c.WriteInt(0)
-			return
+		if err != nil || !held || nx || gt && ttl <= s.Remaining || lt && ttl >= s.Remaining {
+			return err
 		}
-	}
-	if ttl <= 0 {
-		ok, err := b.revokeLock(ctx, key)
-		b.writeBool(ctx, r, ok, err)
-		return
-	}
-	ok, err := b.locker.ExtendHolder(ctx, key, ttl)
-	b.writeBool(ctx, r, ok, err)
+		if ttl <= 0 {
+			set, err = revokeLock(tx, key)
+			return err
+		}
+		// Renew the holder, and its Redisson holds as the hash they stand
+		// for would be.
+		if set, err = tx.Extend(key, s.Owner, ttl); err != nil || !set {
+			return err
+		}
+		n, err := holdCount(tx, key, s.Owner)
+		if err != nil {
+			return err
+		}
+		return extendHolds(tx, key, s.Owner, n, ttl)
+	})
+	b.writeBool(ctx, r, set, err)
 }
 
 func (b *Bridge) pttl(r *request) { b.ttlIn(r, time.Millisecond) }
@@ -308,18 +324,22 @@ func (b *Bridge) hget(r *request) {
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	key, owner := string(r.args[1]), string(r.args[2])
-	s, held, err := b.locker.Status(ctx, key)
-	if err == nil && held && s.Owner == owner {
-		var n int
-		n, err = b.holdCount(ctx, key, owner)
-		if err == nil {
-			r.c.WriteBulkString(strconv.Itoa(n))
-			return
+	count := 0
+	err := b.locker.Update(ctx, nil, func(tx *server.Tx) error {
+		count = 0
+		s, held, err := tx.Status(key)
+		if err != nil || !held || s.Owner != owner {
+			return err
 		}
-	}
-	if err != nil {
+		count, err = holdCount(tx, key, owner)
+		return err
+	})
+	switch {
+	case err != nil:
 		b.fail(ctx, r, err)
-		return
+	case count == 0:
+		r.null()
+	default:
+		r.c.WriteBulkString(strconv.Itoa(count))
 	}
-	r.null()
 }

@@ -345,55 +345,43 @@ func TestLockScriptsByLibrary(t *testing.T) {
 	assert.True(t, strings.HasPrefix(err.Error(), "ERR this go-redsync/redsync"), err.Error())
 }
 
-// A script is several commands; when the request's deadline passes after
-// some of them took effect, the reply is UNCERTAIN, not TIMEOUT (which says
-// that nothing was done). node-redlock's release of 1,000 keys, one commit
-// (an fdatasync) after the other, cannot finish within a 50 ms request
-// timeout, and the first commit can.
-func TestScriptDeadlineMidwayIsUncertain(t *testing.T) {
-	addr, _ := startBridgeWith(t, func(c *Config) { c.RequestTimeout = 50 * time.Millisecond })
+// A script is one entry, all or nothing, however many keys it takes:
+// node-redlock's acquire of 1,000 keys grants them all in one entry (one
+// token for all), and its release frees them all at once.
+func TestScriptOfManyKeysIsOneEntry(t *testing.T) {
+	addr, _ := startBridge(t)
 	c := newClient(t, addr)
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = "m" + strconv.Itoa(i)
 	}
-	held := func() int {
-		t.Helper()
-		p := c.Pipeline()
-		gets := make([]*redis.StringCmd, len(keys))
-		for i, k := range keys {
-			gets[i] = p.Get(t.Context(), k)
-		}
-		_, _ = p.Exec(t.Context())
-		n := 0
-		for _, g := range gets {
-			if v, err := g.Result(); err == nil && v == "w" {
-				n++
-			}
-		}
-		return n
-	}
 	require.Eventually(t, func() bool { // the node may not lead yet
 		return c.SetNX(t.Context(), "ready", "w", time.Minute).Err() == nil
 	}, 10*time.Second, 20*time.Millisecond)
-	// Under load a commit can take longer than the 50 ms request timeout,
-	// and that SET answers UNCERTAIN: fill again until every key is held
-	// (a SET NX by the holder's own value only renews its lease).
-	require.Eventually(t, func() bool {
-		for start := 0; start < len(keys); start += 500 {
-			p := c.Pipeline()
-			for _, k := range keys[start : start+500] {
-				p.SetNX(t.Context(), k, "w", time.Minute)
-			}
-			_, _ = p.Exec(t.Context())
-		}
-		return held() == len(keys)
-	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, c.SetNX(t.Context(), keys[999], "other", time.Minute).Err())
+	n, err := redis.NewScript(redlockAcquire5).Run(t.Context(), c, keys, "w", 60000).Int64()
+	require.NoError(t, err)
+	assert.Zero(t, n, "one key is held: none is taken")
+	require.NoError(t, c.Del(t.Context(), keys[999]).Err())
+	for _, k := range keys {
+		require.Equal(t, redis.Nil, c.Get(t.Context(), k).Err(), "%s was taken by the refused acquire", k)
+	}
 
-	err := redis.NewScript(redlockRelease5).Run(t.Context(), c, keys, "w").Err()
-	require.Error(t, err)
-	assert.True(t, strings.HasPrefix(err.Error(), "UNCERTAIN "), "got %q", err)
-	left := held()
-	assert.Less(t, left, len(keys), "some releases took effect before the deadline")
-	assert.Positive(t, left, "the deadline passed before the last")
+	n, err = redis.NewScript(redlockAcquire5).Run(t.Context(), c, keys, "w", 60000).Int64()
+	require.NoError(t, err)
+	assert.EqualValues(t, len(keys), n)
+	tokens := map[int64]bool{}
+	for _, k := range keys {
+		tok, err := c.Do(t.Context(), "FENCE.TOKEN", k, "w").Int64()
+		require.NoError(t, err)
+		tokens[tok] = true
+	}
+	assert.Len(t, tokens, 1, "every key granted by the one entry has its token")
+
+	n, err = redis.NewScript(redlockRelease5).Run(t.Context(), c, keys, "w").Int64()
+	require.NoError(t, err)
+	assert.EqualValues(t, len(keys), n)
+	for _, k := range keys {
+		require.Equal(t, redis.Nil, c.Get(t.Context(), k).Err())
+	}
 }

@@ -1,7 +1,6 @@
 package redisbridge
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,8 +17,11 @@ import (
 // keys, holdKey(key, 2..n): they are replicated like any lock, so the count
 // survives a leader change, and they are renewed and freed with the lock.
 
-// maxHolds bounds how deep a Redisson lock may be re-entered.
-const maxHolds = 10000
+// maxHolds bounds how deep a Redisson lock may be re-entered. Every hold is
+// a key that one entry renews or frees with the lock, so the entry of the
+// deepest lock (with the longest key and owner) must stay under
+// fsm.MaxEntrySize.
+const maxHolds = 64
 
 // holdKey names the lock that records the n-th hold (n >= 2) of key.
 func holdKey(key string, n int) string {
@@ -27,10 +29,10 @@ func holdKey(key string, n int) string {
 }
 
 // holdCount returns how many times owner, which holds key, holds it.
-func (b *Bridge) holdCount(ctx context.Context, key, owner string) (int, error) {
+func holdCount(tx lockTx, key, owner string) (int, error) {
 	n := 1
 	for ; n < maxHolds; n++ {
-		s, held, err := b.locker.Status(ctx, holdKey(key, n+1))
+		s, held, err := tx.Status(holdKey(key, n+1))
 		if err != nil {
 			return 0, err
 		}
@@ -42,9 +44,9 @@ func (b *Bridge) holdCount(ctx context.Context, key, owner string) (int, error) 
 }
 
 // extendHolds renews owner's hold records of key 2..upto for ttl.
-func (b *Bridge) extendHolds(ctx context.Context, key, owner string, upto int, ttl time.Duration) error {
+func extendHolds(tx lockTx, key, owner string, upto int, ttl time.Duration) error {
 	for i := 2; i <= upto; i++ {
-		if _, err := b.locker.Extend(ctx, holdKey(key, i), owner, ttl); err != nil {
+		if _, err := tx.Extend(holdKey(key, i), owner, ttl); err != nil {
 			return err
 		}
 	}
@@ -53,30 +55,40 @@ func (b *Bridge) extendHolds(ctx context.Context, key, owner string, upto int, t
 
 // dropHolds frees every hold record of key, whoever made it: the lock
 // itself was just freed or freshly granted.
-func (b *Bridge) dropHolds(ctx context.Context, key string) error {
+func dropHolds(tx lockTx, key string) error {
 	for i := 2; i <= maxHolds; i++ {
-		_, held, err := b.locker.Status(ctx, holdKey(key, i))
+		_, held, err := tx.Status(holdKey(key, i))
 		if err != nil || !held {
 			return err
 		}
-		if _, err := b.locker.Revoke(ctx, holdKey(key, i)); err != nil {
+		if _, err := tx.Revoke(holdKey(key, i)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// runRedisson performs one of Redisson's lock scripts.
-func (b *Bridge) runRedisson(ctx context.Context, kind scriptKind, sc *scriptCall) (scriptResult, error) {
+// revokeLock frees key whoever holds it, with the Redisson hold counts kept
+// beside it, as DEL does.
+func revokeLock(tx lockTx, key string) (bool, error) {
+	ok, err := tx.Revoke(key)
+	if err != nil || !ok {
+		return ok, err
+	}
+	return true, dropHolds(tx, key)
+}
+
+// runRedisson performs one of Redisson's lock scripts in tx.
+func (b *Bridge) runRedisson(tx lockTx, kind scriptKind, sc *scriptCall) (scriptResult, error) {
 	switch kind {
 	case redissonLock:
 		lease, ok := sc.millis(1)
 		if !ok {
 			return nil, errNotInteger
 		}
-		return b.redissonLock(ctx, sc.keys[0], string(sc.argv[1]), lease)
+		return takeRedissonLock(tx, sc.keys[0], string(sc.argv[1]), lease)
 	case redissonUnlockOld, redissonUnlock, redissonUnlockLatch:
-		return b.redissonUnlock(ctx, kind, sc)
+		return b.redissonUnlock(tx, kind, sc)
 	case redissonForceUnlock:
 		shard := false
 		if len(sc.argv) > 1 {
@@ -85,9 +97,10 @@ func (b *Bridge) runRedisson(ctx context.Context, kind scriptKind, sc *scriptCal
 				return nil, err
 			}
 		}
-		ok, err := b.revokeLock(ctx, sc.keys[0])
+		ok, err := revokeLock(tx, sc.keys[0])
 		if err == nil && ok {
-			b.publishAll(shard, sc.keys[1], sc.argv[0])
+			channel, msg := sc.keys[1], sc.argv[0]
+			sc.then(func() { b.publishAll(shard, channel, msg) })
 		}
 		return boolInt(ok), err
 	case redissonRenew:
@@ -95,7 +108,7 @@ func (b *Bridge) runRedisson(ctx context.Context, kind scriptKind, sc *scriptCal
 		if !ok {
 			return nil, errNotInteger
 		}
-		ok, err := b.redissonRenew(ctx, sc.keys[0], string(sc.argv[1]), lease)
+		ok, err := renewRedissonLock(tx, sc.keys[0], string(sc.argv[1]), lease)
 		return boolInt(ok), err
 	case redissonRenewBatch:
 		lease, ok := sc.millis(1)
@@ -107,7 +120,7 @@ func (b *Bridge) runRedisson(ctx context.Context, kind scriptKind, sc *scriptCal
 		}
 		out := make([]int64, len(sc.keys))
 		for i, k := range sc.keys {
-			ok, err := b.redissonRenew(ctx, k, string(sc.argv[i+1]), lease)
+			ok, err := renewRedissonLock(tx, k, string(sc.argv[i+1]), lease)
 			if err != nil {
 				return nil, err
 			}
@@ -129,86 +142,78 @@ func publishKind(cmd []byte) (shard bool, err error) {
 	return false, errScriptArg{fmt.Sprintf("ERR this Redisson script may publish with PUBLISH or SPUBLISH, not %q", cmd)}
 }
 
-// redissonLock takes key for owner, or enters it once more if owner holds
+// takeRedissonLock takes key for owner, or enters it once more if owner holds
 // it: nil. If another owner holds it: its remaining time in ms.
-func (b *Bridge) redissonLock(ctx context.Context, key, owner string, lease time.Duration) (scriptResult, error) {
-	s, held, err := b.locker.Status(ctx, key)
+func takeRedissonLock(tx lockTx, key, owner string, lease time.Duration) (scriptResult, error) {
+	s, held, err := tx.Status(key)
 	if err != nil {
 		return nil, err
 	}
 	if held && s.Owner == owner {
-		n, err := b.holdCount(ctx, key, owner)
+		n, err := holdCount(tx, key, owner)
 		if err != nil {
 			return nil, err
 		}
 		if n >= maxHolds {
 			return nil, errScriptArg{fmt.Sprintf("ERR fencer keeps at most %d holds of one Redisson lock", maxHolds)}
 		}
-		hk := holdKey(key, n+1)
-		ok, err := b.takeHold(ctx, hk, owner, lease)
-		if err != nil || !ok {
+		if ok, err := takeHold(tx, holdKey(key, n+1), owner, lease); err != nil || !ok {
 			return int64(1), err
 		}
-		if ok, err := b.locker.Extend(ctx, key, owner, lease); err != nil || !ok {
-			// The lease ran out meanwhile: the hold just taken is stale.
-			_, _ = b.locker.ReleaseRedis(ctx, hk, owner)
-			return int64(1), err
+		if _, err := tx.Extend(key, owner, lease); err != nil {
+			return nil, err
 		}
-		return nil, b.extendHolds(ctx, key, owner, n, lease)
+		return nil, extendHolds(tx, key, owner, n, lease)
 	}
 	if held {
 		return max(s.Remaining.Milliseconds(), 1), nil
 	}
-	_, ok, err := b.locker.AcquireRedis(ctx, key, owner, lease)
+	ok, err := tx.Acquire(key, owner, lease, true)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
 		// Hold records left by an earlier holder whose lease ran out count
 		// for nobody now.
-		return nil, b.dropHolds(ctx, key)
+		return nil, dropHolds(tx, key)
 	}
-	if s, held, err := b.locker.Status(ctx, key); err != nil || held {
-		return max(s.Remaining.Milliseconds(), 1), err
-	}
-	return int64(0), nil
+	// Free, but acquires wait for it (WAIT): they come first.
+	return int64(1), nil
 }
 
 // takeHold records one more hold. A record left by an earlier holder of the
 // lock (whose lease ran out) is freed first.
-func (b *Bridge) takeHold(ctx context.Context, hk, owner string, lease time.Duration) (bool, error) {
-	_, ok, err := b.locker.AcquireRedis(ctx, hk, owner, lease)
-	if err != nil || ok {
-		return ok, err
-	}
-	if s, held, err := b.locker.Status(ctx, hk); err != nil || held && s.Owner == owner {
+func takeHold(tx lockTx, hk, owner string, lease time.Duration) (bool, error) {
+	s, held, err := tx.Status(hk)
+	if err != nil || held && s.Owner == owner {
 		return false, err
 	}
-	if _, err := b.locker.Revoke(ctx, hk); err != nil {
-		return false, err
+	if held {
+		if _, err := tx.Revoke(hk); err != nil {
+			return false, err
+		}
 	}
-	_, ok, err = b.locker.AcquireRedis(ctx, hk, owner, lease)
-	return ok, err
+	return tx.Acquire(hk, owner, lease, true)
 }
 
-// redissonRenew renews owner's lease of key and its hold records.
-func (b *Bridge) redissonRenew(ctx context.Context, key, owner string, lease time.Duration) (bool, error) {
-	ok, err := b.locker.Extend(ctx, key, owner, lease)
+// renewRedissonLock renews owner's lease of key and its hold records.
+func renewRedissonLock(tx lockTx, key, owner string, lease time.Duration) (bool, error) {
+	ok, err := tx.Extend(key, owner, lease)
 	if err != nil || !ok {
 		return false, err
 	}
-	n, err := b.holdCount(ctx, key, owner)
+	n, err := holdCount(tx, key, owner)
 	if err != nil {
 		return false, err
 	}
-	return true, b.extendHolds(ctx, key, owner, n, lease)
+	return true, extendHolds(tx, key, owner, n, lease)
 }
 
 // redissonUnlock leaves key once: 0 if owner still holds it, 1 if it was
 // freed (and the unlock message published), nil if owner does not hold it.
 // KEYS: lock, channel[, latch]; ARGV: message, lease, owner[, publish
 // command, latch ms].
-func (b *Bridge) redissonUnlock(ctx context.Context, kind scriptKind, sc *scriptCall) (scriptResult, error) {
+func (b *Bridge) redissonUnlock(tx lockTx, kind scriptKind, sc *scriptCall) (scriptResult, error) {
 	key, channel, msg, owner := sc.keys[0], sc.keys[1], sc.argv[0], string(sc.argv[2])
 	lease, ok := sc.millis(2)
 	if !ok {
@@ -233,40 +238,41 @@ func (b *Bridge) redissonUnlock(ctx context.Context, kind scriptKind, sc *script
 			return v, nil
 		}
 	}
-	s, held, err := b.locker.Status(ctx, key)
+	publish := func() { b.publishAll(shard, channel, msg) }
+	s, held, err := tx.Status(key)
 	if err != nil {
 		return nil, err
 	}
 	if !held && kind == redissonUnlockOld {
-		b.publishAll(shard, channel, msg)
+		sc.then(publish)
 		return int64(1), nil
 	}
 	if !held || s.Owner != owner {
 		return nil, nil
 	}
-	n, err := b.holdCount(ctx, key, owner)
+	n, err := holdCount(tx, key, owner)
 	if err != nil {
 		return nil, err
 	}
 	if n > 1 {
-		if _, err := b.locker.ReleaseRedis(ctx, holdKey(key, n), owner); err != nil {
+		if _, err := tx.Release(holdKey(key, n), owner, true); err != nil {
 			return nil, err
 		}
-		if _, err := b.locker.Extend(ctx, key, owner, lease); err != nil {
+		if _, err := tx.Extend(key, owner, lease); err != nil {
 			return nil, err
 		}
-		if err := b.extendHolds(ctx, key, owner, n-1, lease); err != nil {
+		if err := extendHolds(tx, key, owner, n-1, lease); err != nil {
 			return nil, err
 		}
-		b.latch.set(latchKey, 0, latchFor)
+		sc.then(func() { b.latch.set(latchKey, 0, latchFor) })
 		return int64(0), nil
 	}
-	ok, err = b.locker.ReleaseRedis(ctx, key, owner)
+	ok, err = tx.Release(key, owner, true)
 	if err != nil || !ok {
 		return nil, err
 	}
-	b.publishAll(shard, channel, msg)
-	b.latch.set(latchKey, 1, latchFor)
+	sc.then(publish)
+	sc.then(func() { b.latch.set(latchKey, 1, latchFor) })
 	return int64(1), nil
 }
 

@@ -1,10 +1,8 @@
 package redisbridge
 
 import (
-	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -143,6 +141,9 @@ func (b *Bridge) script(r *request) {
 type scriptCall struct {
 	keys []string
 	argv [][]byte
+	// after holds what the script does outside the lock table (publish, a
+	// Redisson unlock latch): it is done once, after its entry committed.
+	after []func()
 }
 
 // int parses ARGV[i] (1-based) as an integer.
@@ -159,6 +160,9 @@ func (sc *scriptCall) millis(i int) (time.Duration, bool) {
 	}
 	return time.Duration(v) * time.Millisecond, true
 }
+
+// then adds fn to what is done once the script's entry has committed.
+func (sc *scriptCall) then(fn func()) { sc.after = append(sc.after, fn) }
 
 // scriptResult is what a script returns: nil, an int64 or a []int64.
 type scriptResult any
@@ -196,20 +200,25 @@ func (b *Bridge) runScript(r *request, s knownScript) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	res, err := b.runKind(ctx, s.kind, sc)
+	// The whole script is one transaction: one entry, all or nothing, so
+	// that no part of it is ever done twice (docs/design.md, invariant 6).
+	var res scriptResult
+	err = b.locker.Update(ctx, sc.keys, func(tx *server.Tx) error {
+		sc.after = sc.after[:0]
+		var err error
+		res, err = b.runKind(tx, s.kind, sc)
+		return err
+	})
 	if err != nil {
 		if e, ok := err.(errScriptArg); ok {
 			r.c.WriteError(e.msg)
 			return
 		}
-		if ctx.Err() != nil && !errors.Is(err, server.ErrUnknownOutcome) {
-			// A script may be several commands, and the deadline may have
-			// passed after some of them took effect: TIMEOUT would say
-			// that none did.
-			err = fmt.Errorf("%w: the request's deadline passed during a script of several steps: %v", server.ErrUnknownOutcome, err)
-		}
 		b.fail(ctx, r, err)
 		return
+	}
+	for _, fn := range sc.after {
+		fn()
 	}
 	switch v := res.(type) {
 	case nil:
@@ -233,15 +242,38 @@ func boolInt(ok bool) int64 {
 	return 0
 }
 
-// runKind performs one script.
-func (b *Bridge) runKind(ctx context.Context, kind scriptKind, sc *scriptCall) (scriptResult, error) {
+// lockTx is what a command of several steps works on: the leader's
+// transaction (server.Tx), which commits all of them as one entry.
+type lockTx interface {
+	Status(key string) (server.Status, bool, error)
+	Acquire(key, owner string, ttl time.Duration, redis bool) (bool, error)
+	Extend(key, owner string, ttl time.Duration) (bool, error)
+	Release(key, owner string, redis bool) (bool, error)
+	Revoke(key string) (bool, error)
+	Rollback()
+}
+
+// txAcquire takes key for value in tx, with the semantics the
+// configuration chooses (see lockAcquire).
+func (b *Bridge) txAcquire(tx lockTx, key, value string, ttl time.Duration) (bool, error) {
+	return tx.Acquire(key, value, ttl, !b.cfg.RedlockMultiEndpoint)
+}
+
+// txRelease frees key in tx if value holds it. With RedlockMultiEndpoint,
+// a repeated release of a release that is remembered reports true as well.
+func (b *Bridge) txRelease(tx lockTx, key, value string) (bool, error) {
+	return tx.Release(key, value, !b.cfg.RedlockMultiEndpoint)
+}
+
+// runKind performs one script in tx.
+func (b *Bridge) runKind(tx lockTx, kind scriptKind, sc *scriptCall) (scriptResult, error) {
 	switch kind {
 	case delValue, delValueOrExpired:
-		ok, err := b.lockRelease(ctx, sc.keys[0], string(sc.argv[0]))
+		ok, err := b.txRelease(tx, sc.keys[0], string(sc.argv[0]))
 		if err != nil || ok || kind == delValue {
 			return boolInt(ok), err
 		}
-		if _, held, err := b.locker.Status(ctx, sc.keys[0]); err != nil || !held {
+		if _, held, err := tx.Status(sc.keys[0]); err != nil || !held {
 			return int64(-1), err
 		}
 		return int64(0), nil
@@ -250,20 +282,20 @@ func (b *Bridge) runKind(ctx context.Context, kind scriptKind, sc *scriptCall) (
 		if !ok {
 			return nil, errNotInteger
 		}
-		ok, err := b.locker.Extend(ctx, sc.keys[0], string(sc.argv[0]), ttl)
+		ok, err := tx.Extend(sc.keys[0], string(sc.argv[0]), ttl)
 		if err != nil || ok || kind == extendValue {
 			return boolInt(ok), err
 		}
-		ok, err = b.lockAcquire(ctx, sc.keys[0], string(sc.argv[0]), ttl)
+		ok, err = b.txAcquire(tx, sc.keys[0], string(sc.argv[0]), ttl)
 		return boolInt(ok), err
 	case extendAdd, extendAddOrReplace:
-		return b.extendRedisPy(ctx, kind, sc)
+		return b.extendRedisPy(tx, kind, sc)
 	case acquireAll:
-		return b.acquireAll(ctx, sc)
+		return b.acquireAll(tx, sc)
 	case releaseAll:
 		n := int64(0)
 		for _, k := range sc.keys {
-			ok, err := b.lockRelease(ctx, k, string(sc.argv[0]))
+			ok, err := b.txRelease(tx, k, string(sc.argv[0]))
 			if err != nil {
 				return nil, err
 			}
@@ -276,81 +308,58 @@ func (b *Bridge) runKind(ctx context.Context, kind scriptKind, sc *scriptCall) (
 			return nil, errNotInteger
 		}
 		for _, k := range sc.keys {
-			ok, err := b.locker.Extend(ctx, k, string(sc.argv[0]), ttl)
+			ok, err := tx.Extend(k, string(sc.argv[0]), ttl)
 			if err != nil || !ok {
+				// The script checks every key before it renews any.
+				tx.Rollback()
 				return int64(0), err
 			}
 		}
 		return int64(len(sc.keys)), nil
 	}
-	return b.runRedisson(ctx, kind, sc)
+	return b.runRedisson(tx, kind, sc)
 }
 
 // extendRedisPy is redis-py's extend: the new lease is the remaining time
 // plus ARGV[2] ms, or ARGV[2] ms if ARGV[3] is not "0".
-func (b *Bridge) extendRedisPy(ctx context.Context, kind scriptKind, sc *scriptCall) (scriptResult, error) {
+func (b *Bridge) extendRedisPy(tx lockTx, kind scriptKind, sc *scriptCall) (scriptResult, error) {
 	add, ok := sc.int(2)
 	if !ok {
 		return nil, errNotInteger
 	}
 	key, value := sc.keys[0], string(sc.argv[0])
+	s, held, err := tx.Status(key)
+	if err != nil || !held || s.Owner != value {
+		return int64(0), err
+	}
 	ttl := time.Duration(add) * time.Millisecond
 	if kind == extendAdd || string(sc.argv[2]) == "0" {
-		s, held, err := b.locker.Status(ctx, key)
-		if err != nil || !held || s.Owner != value {
-			return int64(0), err
-		}
 		ttl += s.Remaining
 	}
 	if ttl <= 0 {
 		// PEXPIRE with a time in the past deletes the key.
-		ok, err := b.lockRelease(ctx, key, value)
+		ok, err := b.txRelease(tx, key, value)
 		return boolInt(ok), err
 	}
-	ok, err := b.locker.Extend(ctx, key, value, ttl)
+	ok, err = tx.Extend(key, value, ttl)
 	return boolInt(ok), err
 }
 
-// acquireAll is node-redlock's acquire: every key for ARGV[1], or none.
-// With more than one key the keys are first read, so that a lock held by
-// another owner refuses the whole request before anything is taken. If one
-// is taken in between, the keys this request took are given back (with
-// Redis's semantics, where each was a fresh grant); with
-// RedlockMultiEndpoint they are left to the client's release or their
-// lease, because one of them may be the same value's grant made through
-// another node.
-func (b *Bridge) acquireAll(ctx context.Context, sc *scriptCall) (scriptResult, error) {
+// acquireAll is node-redlock's acquire: every key for ARGV[1], or none. A
+// key held by another owner (or, with Redis's semantics, by anyone) refuses
+// the whole request; so does a key that acquires wait for.
+func (b *Bridge) acquireAll(tx lockTx, sc *scriptCall) (scriptResult, error) {
 	value := string(sc.argv[0])
 	ttl, ok := sc.millis(2)
 	if !ok {
 		return nil, errNotInteger
 	}
-	keys := uniqueKeys(sc.keys)
-	if len(keys) > 1 {
-		for _, k := range keys {
-			s, held, err := b.locker.Status(ctx, k)
-			if err != nil {
-				return nil, err
-			}
-			if held && (s.Owner != value || !b.cfg.RedlockMultiEndpoint) {
-				return int64(0), nil
-			}
+	for _, k := range uniqueKeys(sc.keys) {
+		ok, err := b.txAcquire(tx, k, value, ttl)
+		if err != nil || !ok {
+			tx.Rollback()
+			return int64(0), err
 		}
-	}
-	for i, k := range keys {
-		ok, err := b.lockAcquire(ctx, k, value, ttl)
-		if err == nil && ok {
-			continue
-		}
-		if !b.cfg.RedlockMultiEndpoint && i > 0 {
-			// A context of its own: the request's may be what ended.
-			rctx, cancel := b.requestCtx(0)
-			for _, taken := range keys[:i] {
-				_, _ = b.locker.ReleaseRedis(rctx, taken, value)
-			}
-			cancel()
-		}
-		return int64(0), err
 	}
 	return int64(len(sc.keys)), nil
 }

@@ -254,18 +254,9 @@ func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration)
 
 // Release frees key if owner holds it, handing it to the first waiter in the
 // same commit. It reports true if the lock was released, or if owner's
-// release of it is remembered (a repeated release).
-func (n *Node) Release(ctx context.Context, key, owner string) (bool, error) {
-	return n.release(ctx, key, owner, false)
-}
-
-// ReleaseRedis frees key if value holds it, as the Redlock release scripts
-// do; the release is not remembered.
-func (n *Node) ReleaseRedis(ctx context.Context, key, value string) (bool, error) {
-	return n.release(ctx, key, value, true)
-}
-
-func (n *Node) release(ctx context.Context, key, owner string, redis bool) (released bool, err error) {
+// release of it is remembered (a repeated release). (A release with Redis's
+// semantics, not remembered, is Tx.Release.)
+func (n *Node) Release(ctx context.Context, key, owner string) (released bool, err error) {
 	defer func(start time.Time) { n.metrics.observe("release", start, released, err) }(time.Now())
 	if err := n.checkNames(key, owner); err != nil {
 		return false, err
@@ -274,26 +265,13 @@ func (n *Node) release(ctx context.Context, key, owner string, redis bool) (rele
 		return false, err
 	}
 	n.mu.Lock()
-	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Waiter: n.headWaiterLocked(key), Redis: redis}
+	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Waiter: n.headWaiterLocked(key)}
 	n.mu.Unlock()
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err
 	}
 	return r.Code == fsm.Released || r.Code == fsm.AlreadyReleased, nil
-}
-
-// ExtendHolder renews the lease of whoever holds key for ttl, as Redis's
-// PEXPIRE does; it carries no owner, so it is outside fencer's guarantees.
-// It reports false if the key is free (or its lease ran out on the leader).
-func (n *Node) ExtendHolder(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	s, held, err := n.Status(ctx, key)
-	if err != nil || !held {
-		return false, err
-	}
-	// If the holder changed since the read, the extend names the old owner
-	// and fails: it never renews a lease it did not see.
-	return n.Extend(ctx, key, s.Owner, ttl)
 }
 
 // Revoke frees key whoever holds it: an administrative force-release. It is

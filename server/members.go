@@ -121,6 +121,10 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+		if !errors.Is(err, ErrUnknownOutcome) {
+			// Its address is forgotten already: never run again elsewhere.
+			return fmt.Errorf("%w: %q's address was forgotten, but its removal failed: %v", ErrUnknownOutcome, id, err)
+		}
 		return err
 	}
 	n.log.Info("member removed", "id", id)

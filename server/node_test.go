@@ -473,24 +473,21 @@ func TestRedisSemantics(t *testing.T) {
 	_, ok, err = n.AcquireRedis(ctx, "r", "v", 5*time.Second)
 	require.NoError(t, err)
 	assert.False(t, ok, "SET NX with the same value is refused while held")
-	ok, err = n.ReleaseRedis(ctx, "r", "v")
-	require.NoError(t, err)
-	assert.True(t, ok)
-	ok, err = n.ReleaseRedis(ctx, "r", "v")
-	require.NoError(t, err)
-	assert.False(t, ok, "a Redis release is not remembered")
+	releaseRedis := func() bool {
+		var ok bool
+		require.NoError(t, n.Update(ctx, []string{"r"}, func(tx *Tx) (err error) {
+			ok, err = tx.Release("r", "v", true)
+			return err
+		}))
+		return ok
+	}
+	assert.True(t, releaseRedis())
+	assert.False(t, releaseRedis(), "a Redis release is not remembered")
 	g2, ok, err := n.AcquireRedis(ctx, "r", "v", 5*time.Second)
 	require.NoError(t, err)
 	require.True(t, ok, "after a release the same value may take the key again")
 	assert.Greater(t, g2.Token, g.Token)
 
-	ok, err = n.ExtendHolder(ctx, "r", time.Minute)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.InDelta(t, time.Minute, mustStatus(t, n, "r").Remaining, float64(5*time.Second))
-	ok, err = n.ExtendHolder(ctx, "free", time.Minute)
-	require.NoError(t, err)
-	assert.False(t, ok)
 }
 
 // A holder whose lease ran out on the leader does not renew it ahead of the

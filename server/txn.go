@@ -24,7 +24,14 @@ type Tx struct {
 	// newLocks counts the keys this transaction grants that the table holds
 	// no lease on, for Config.MaxLocks.
 	newLocks int
+	rollback bool
 }
+
+// Rollback drops everything the transaction did: Update then commits
+// nothing and returns as for a transaction that only read. A request whose
+// later step finds it must not go on (a multi-key acquire with one key
+// taken) calls it, so that none of its steps takes effect.
+func (tx *Tx) Rollback() { tx.rollback = true }
 
 // Update runs fn on the leader against the lock table and commits what fn
 // did as one Raft entry, which takes effect, all of it, only if no key fn
@@ -62,6 +69,9 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 		tx := &Tx{n: n, d: n.table.Draft(), now: time.Now(), seen: make(map[string]bool)}
 		if err := fn(tx); err != nil {
 			return err
+		}
+		if tx.rollback {
+			return n.verifyLeader(ctx)
 		}
 		tx.handToWaiters()
 		c, writes := tx.entry()
@@ -180,8 +190,8 @@ func (tx *Tx) Extend(key, owner string, ttl time.Duration) (bool, error) {
 }
 
 // Release frees key if owner holds it, as Node.Release (redis false: the
-// release is remembered, and a remembered one reports true) or
-// Node.ReleaseRedis (redis true).
+// release is remembered, and a remembered one reports true), or with Redis's
+// semantics (redis true: not remembered, as the Redlock release scripts).
 func (tx *Tx) Release(key, owner string, redis bool) (bool, error) {
 	if err := tx.n.checkNames(key, owner); err != nil {
 		return false, err
