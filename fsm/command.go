@@ -376,11 +376,33 @@ func (t *Txn) encode(dst []byte) []byte {
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(t.Cmds)))
 	for _, c := range t.Cmds {
-		e := c.Encode(nil)
-		dst = binary.AppendUvarint(dst, uint64(len(e)))
-		dst = append(dst, e...)
+		dst = binary.AppendUvarint(dst, uint64(c.encodedLen()))
+		dst = c.Encode(dst)
 	}
 	return dst
+}
+
+// encodedLen is len(c.Encode(nil)) for a plain command.
+func (c Command) encodedLen() int {
+	n := 3 + stringLen(c.Key) + stringLen(c.Owner) + uvarintLen(c.TTL)
+	if c.Lease != nil {
+		n += uvarintLen(c.Lease.Token) + uvarintLen(c.Lease.Version)
+	}
+	if c.Waiter != nil {
+		n += stringLen(c.Waiter.Owner) + uvarintLen(c.Waiter.TTL)
+	}
+	return n
+}
+
+func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 // minGuardLen is the fewest bytes a guard takes: a key of one byte and three

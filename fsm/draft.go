@@ -2,7 +2,8 @@ package fsm
 
 import (
 	"errors"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // ErrRegrant means a transaction would grant a key it already granted: its
@@ -29,13 +30,29 @@ type Draft struct {
 
 // Draft starts a transaction over t.
 func (t *Table) Draft() *Draft {
-	return &Draft{src: t, t: New(), guards: make(map[string]Guard), granted: make(map[string]bool), pos: t.Position() + 1}
+	// The copies need only leases and release memory: a draft applies no
+	// member entry and forgets nothing.
+	copies := &Table{locks: make(map[string]*Lease), mem: make(map[string]released)}
+	return &Draft{src: t, t: copies, guards: make(map[string]Guard), pos: t.Position() + 1}
 }
 
 // Position is the position the draft applies its commands at: the lowest
 // the transaction can have. A lease the draft granted or renewed has it as
 // its version; its real token and version are known only once committed.
 func (d *Draft) Position() uint64 { return d.pos }
+
+// Read reports whether the draft has read key (loaded it as a guard).
+func (d *Draft) Read(key string) bool {
+	_, ok := d.guards[key]
+	return ok
+}
+
+// Keys calls fn for every key the draft has read, in no particular order.
+func (d *Draft) Keys(fn func(key string)) {
+	for k := range d.guards {
+		fn(k)
+	}
+}
 
 // load copies key from the table, once, and records it as a guard.
 func (d *Draft) load(key string) {
@@ -81,6 +98,9 @@ func (d *Draft) Apply(c Command) (*Result, error) {
 		if d.granted[c.Key] {
 			return nil, ErrRegrant
 		}
+		if d.granted == nil {
+			d.granted = make(map[string]bool)
+		}
 		d.granted[c.Key] = true
 	}
 	d.cmds = append(d.cmds, c)
@@ -104,7 +124,7 @@ func (d *Draft) Txn() (Command, bool) {
 	for _, g := range d.guards {
 		guards = append(guards, g)
 	}
-	sort.Slice(guards, func(i, j int) bool { return guards[i].Key < guards[j].Key })
+	slices.SortFunc(guards, func(a, b Guard) int { return strings.Compare(a.Key, b.Key) })
 	return Command{Op: OpTxn, Txn: &Txn{Guards: guards, Cmds: d.cmds}}, true
 }
 

@@ -29,9 +29,11 @@ func newLatches() *latches { return &latches{m: make(map[string]*latch)} }
 // wait for each other), and returns the function that gives them back. If ctx
 // ends first it gives back what it took and returns ctx's error.
 func (ls *latches) lock(ctx context.Context, keys []string) (unlock func(), err error) {
-	keys = slices.Clone(keys)
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
+	if !sortedUnique(keys) {
+		keys = slices.Clone(keys)
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+	}
 	held := make([]*latch, 0, len(keys))
 	unlock = func() {
 		for i, l := range held {
@@ -51,6 +53,17 @@ func (ls *latches) lock(ctx context.Context, keys []string) (unlock func(), err 
 		}
 	}
 	return unlock, nil
+}
+
+// sortedUnique reports whether keys are in strictly increasing order, as
+// they usually come (one key), so that lock need not copy them.
+func sortedUnique(keys []string) bool {
+	for i := 1; i < len(keys); i++ {
+		if keys[i] <= keys[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 func (ls *latches) get(key string) *latch {

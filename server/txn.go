@@ -17,10 +17,9 @@ const maxTxnAttempts = 16
 // see its own writes. It is used by one goroutine, inside Update's function
 // only.
 type Tx struct {
-	n    *Node
-	d    *fsm.Draft
-	now  time.Time
-	seen map[string]bool
+	n   *Node
+	d   *fsm.Draft
+	now time.Time
 	// newLocks counts the keys this transaction grants that the table holds
 	// no lease on, for Config.MaxLocks.
 	newLocks int
@@ -63,10 +62,12 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 	}
 	defer unlock()
 	for attempt := 1; ; attempt++ {
-		if err := n.waitReady(ctx); err != nil {
-			return err
+		if attempt > 1 {
+			if err := n.waitReady(ctx); err != nil {
+				return err
+			}
 		}
-		tx := &Tx{n: n, d: n.table.Draft(), now: time.Now(), seen: make(map[string]bool)}
+		tx := &Tx{n: n, d: n.table.Draft(), now: time.Now()}
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -100,10 +101,9 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 // lease that ran out on this leader is ended there (its expiry joins the
 // entry), as it reads as free.
 func (tx *Tx) touch(key string) {
-	if tx.seen[key] {
+	if tx.d.Read(key) {
 		return
 	}
-	tx.seen[key] = true
 	n := tx.n
 	// Under the node's lock the table and the lease deadlines agree (a
 	// grant is timed in the same critical section that applies it).
@@ -225,19 +225,22 @@ func (tx *Tx) handToWaiters() {
 		return
 	}
 	n := tx.n
-	for key := range tx.seen {
+	var grants []fsm.Command
+	n.mu.Lock()
+	tx.d.Keys(func(key string) {
 		if _, held := tx.d.Get(key); held {
-			continue
+			return
 		}
-		n.mu.Lock()
-		w := n.headWaiterLocked(key)
-		n.mu.Unlock()
-		if w != nil {
-			// A key granted and freed again in this transaction cannot be
-			// granted twice (fsm.ErrRegrant): the waiter then gets it from
-			// the grant the apply path proposes for a free, awaited key.
-			_, _ = tx.d.Apply(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
+		if w := n.headWaiterLocked(key); w != nil {
+			grants = append(grants, fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
 		}
+	})
+	n.mu.Unlock()
+	for _, g := range grants {
+		// A key granted and freed again in this transaction cannot be
+		// granted twice (fsm.ErrRegrant): the waiter then gets it from the
+		// grant the apply path proposes for a free, awaited key.
+		_, _ = tx.d.Apply(g)
 	}
 }
 
