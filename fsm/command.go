@@ -34,6 +34,10 @@ const (
 	// together, in one entry, only if what the leader read to work them
 	// out is unchanged (its guards), and otherwise not at all.
 	OpTxn Op = 8
+	// OpPut stores a value under Key, whatever it held: a string (Owner)
+	// or a value of another Kind (Data), with TTL (zero: no expiry) or,
+	// with KeepTTL, the key's own. (OpRevoke deletes a key of any kind.)
+	OpPut Op = 9
 )
 
 // String names the operation.
@@ -55,6 +59,8 @@ func (o Op) String() string {
 		return "member"
 	case OpTxn:
 		return "txn"
+	case OpPut:
+		return "put"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -69,8 +75,8 @@ const EncodingVersion byte = 1
 const BatchVersion byte = 2
 
 // TxnVersion is the version byte of a transaction (OpTxn): after it, a
-// uvarint count of guards, each a key, uvarint lease token, uvarint lease
-// version and uvarint release position, in increasing key order; then a
+// uvarint count of guards, each a key, the uvarint position of its last write
+// and of its remembered release, in increasing key order; then a
 // uvarint count (at least one) of commands, each a uvarint length and its
 // Encode form (version 1). A transaction may stand alone in an entry or be
 // one command of a batch.
@@ -82,10 +88,14 @@ const TxnVersion byte = 3
 // at most three such strings, stays under MaxEntrySize: far below what the
 // Raft log, its transport and a snapshot can carry.
 const (
-	// MaxStringLen is the longest key or owner the decoder accepts.
+	// MaxStringLen is the longest key or owner (a string's value) the
+	// decoder accepts.
 	MaxStringLen = 64 << 10
+	// MaxValueLen is the longest value of another kind (a put's data) the
+	// decoder accepts.
+	MaxValueLen = 1 << 20
 	// MaxEntrySize bounds an encoded entry.
-	MaxEntrySize = 256 << 10
+	MaxEntrySize = 2 << 20
 )
 
 // LeaseRef names one lease of a key: the grant's token and the position of
@@ -126,6 +136,13 @@ type Command struct {
 
 	// Txn holds the guards and commands of an OpTxn (and nothing else).
 	Txn *Txn
+
+	// Kind, Data and KeepTTL belong to an OpPut: the value's kind, the
+	// value of a kind other than a string, and whether the key keeps its
+	// TTL.
+	Kind    Kind
+	Data    string
+	KeepTTL bool
 }
 
 // Txn is a command made of several lock commands. It is applied only if
@@ -141,13 +158,13 @@ type Txn struct {
 	Cmds []Command
 }
 
-// Guard is what a transaction read of one key: its lease (zero if the key
-// was free) and the position of its remembered release (zero if none). It
-// holds if the key still has exactly that.
+// Guard is what a transaction read of one key: the position of its last
+// write (zero if the key was free) and of its remembered release (zero if
+// none). It holds if the key still has exactly those.
 type Guard struct {
-	Key   string
-	Lease LeaseRef
-	Mem   uint64
+	Key string
+	Mod uint64
+	Mem uint64
 }
 
 // flags of the encoding.
@@ -155,7 +172,8 @@ const (
 	flagLease  = 1 << 0
 	flagWaiter = 1 << 1
 	flagRedis  = 1 << 2
-	flagKnown  = flagLease | flagWaiter | flagRedis
+	flagKeep   = 1 << 3 // OpPut: KeepTTL
+	flagKnown  = flagLease | flagWaiter | flagRedis | flagKeep
 )
 
 // Decoding errors.
@@ -171,9 +189,10 @@ var (
 // Encode appends the binary form of c to dst and returns it.
 //
 // Layout: version byte, op byte, flags byte (lease, waiter, Redis
-// semantics), key, owner, uvarint TTL, then
+// semantics, keep TTL), key, owner, uvarint TTL, then
 // uvarint token and version if flagLease, then owner and uvarint TTL of the
-// waiter if flagWaiter. Strings are a uvarint length and the bytes.
+// waiter if flagWaiter, then for OpPut the kind byte and the data. Strings
+// are a uvarint length and the bytes.
 func (c Command) Encode(dst []byte) []byte {
 	if c.Op == OpTxn {
 		return c.Txn.encode(dst)
@@ -188,6 +207,9 @@ func (c Command) Encode(dst []byte) []byte {
 	if c.Redis {
 		flags |= flagRedis
 	}
+	if c.KeepTTL {
+		flags |= flagKeep
+	}
 	dst = append(dst, EncodingVersion, byte(c.Op), flags)
 	dst = appendString(dst, c.Key)
 	dst = appendString(dst, c.Owner)
@@ -199,6 +221,10 @@ func (c Command) Encode(dst []byte) []byte {
 	if c.Waiter != nil {
 		dst = appendString(dst, c.Waiter.Owner)
 		dst = binary.AppendUvarint(dst, c.Waiter.TTL)
+	}
+	if c.Op == OpPut {
+		dst = append(dst, byte(c.Kind))
+		dst = appendValue(dst, c.Data)
 	}
 	return dst
 }
@@ -221,14 +247,23 @@ func Decode(b []byte) (Command, error) {
 	c.Op = Op(d.byte())
 	flags := d.byte()
 	c.Key = d.string()
-	c.Owner = d.string()
+	if c.Op == OpPut {
+		c.Owner = d.value() // a string's value
+	} else {
+		c.Owner = d.string()
+	}
 	c.TTL = d.uvarint()
 	c.Redis = flags&flagRedis != 0
+	c.KeepTTL = flags&flagKeep != 0
 	if flags&flagLease != 0 {
 		c.Lease = &LeaseRef{Token: d.uvarint(), Version: d.uvarint()}
 	}
 	if flags&flagWaiter != 0 {
 		c.Waiter = &Waiter{Owner: d.string(), TTL: d.uvarint()}
+	}
+	if c.Op == OpPut {
+		c.Kind = Kind(d.byte())
+		c.Data = d.value()
 	}
 	if d.err != nil {
 		return Command{}, d.err
@@ -339,6 +374,9 @@ func (c *Command) validate() error {
 	if c.Waiter != nil && c.Waiter.Owner == "" {
 		return fmt.Errorf("%w: waiter without owner", ErrBadEntry)
 	}
+	if c.KeepTTL && c.Op != OpPut {
+		return fmt.Errorf("%w: keep-TTL flag on a %s", ErrBadEntry, c.Op)
+	}
 	switch c.Op {
 	case OpAcquire, OpExtend, OpRelease:
 		if c.Owner == "" {
@@ -359,6 +397,17 @@ func (c *Command) validate() error {
 		}
 	case OpTxn:
 		return fmt.Errorf("%w: txn in the version 1 encoding", ErrBadEntry)
+	case OpPut:
+		switch {
+		case c.Lease != nil || c.Waiter != nil || c.Redis:
+			return fmt.Errorf("%w: put with lease, waiter or Redis flag", ErrBadEntry)
+		case !c.Kind.valid():
+			return fmt.Errorf("%w: unknown kind %d", ErrBadEntry, c.Kind)
+		case c.Kind == KindString && c.Data != "", c.Kind != KindString && c.Owner != "":
+			return fmt.Errorf("%w: put of a %d with the other kind's field", ErrBadEntry, c.Kind)
+		case c.KeepTTL && c.TTL != 0:
+			return fmt.Errorf("%w: put that keeps the TTL and sets one", ErrBadEntry)
+		}
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadEntry, uint8(c.Op))
 	}
@@ -370,8 +419,7 @@ func (t *Txn) encode(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(t.Guards)))
 	for _, g := range t.Guards {
 		dst = appendString(dst, g.Key)
-		dst = binary.AppendUvarint(dst, g.Lease.Token)
-		dst = binary.AppendUvarint(dst, g.Lease.Version)
+		dst = binary.AppendUvarint(dst, g.Mod)
 		dst = binary.AppendUvarint(dst, g.Mem)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(t.Cmds)))
@@ -391,6 +439,9 @@ func (c Command) encodedLen() int {
 	if c.Waiter != nil {
 		n += stringLen(c.Waiter.Owner) + uvarintLen(c.Waiter.TTL)
 	}
+	if c.Op == OpPut {
+		n += 1 + stringLen(c.Data)
+	}
 	return n
 }
 
@@ -405,9 +456,9 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// minGuardLen is the fewest bytes a guard takes: a key of one byte and three
+// minGuardLen is the fewest bytes a guard takes: a key of one byte and two
 // one-byte varints.
-const minGuardLen = 2 + 3
+const minGuardLen = 2 + 2
 
 // decodeTxn parses a transaction after its version byte. Guards must be in
 // strictly increasing key order and there must be at least one command, none
@@ -421,7 +472,7 @@ func decodeTxn(d decoder) (Command, error) {
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		g := Guard{Key: d.string()}
-		g.Lease = LeaseRef{Token: d.uvarint(), Version: d.uvarint()}
+		g.Mod = d.uvarint()
 		g.Mem = d.uvarint()
 		if d.err == nil && (g.Key == "" || len(t.Guards) > 0 && g.Key <= t.Guards[len(t.Guards)-1].Key) {
 			return Command{}, fmt.Errorf("%w: txn guards not in increasing key order", ErrBadEntry)
@@ -463,6 +514,10 @@ func decodeTxn(d decoder) (Command, error) {
 	}
 	return Command{Op: OpTxn, Txn: t}, nil
 }
+
+// appendValue appends a value (a put's data): as a string, but up to
+// MaxValueLen.
+func appendValue(dst []byte, s string) []byte { return appendString(dst, s) }
 
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -512,12 +567,17 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-func (d *decoder) string() string {
+func (d *decoder) string() string { return d.bytes(MaxStringLen) }
+
+// value reads a put's data, which may be longer than a key or owner.
+func (d *decoder) value() string { return d.bytes(MaxValueLen) }
+
+func (d *decoder) bytes(limit uint64) string {
 	n := d.uvarint()
 	if d.err != nil {
 		return ""
 	}
-	if n > MaxStringLen {
+	if n > limit {
 		d.err = fmt.Errorf("%w: string of %d bytes", ErrBadEntry, n)
 		return ""
 	}

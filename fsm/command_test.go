@@ -114,7 +114,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(c.Encode(nil))
 	}
 	f.Add(EncodeEntry(nil, []Command{acquire("k", "o", 1000), release("j", "p")}))
-	txn := Command{Op: OpTxn, Txn: &Txn{Guards: []Guard{{Key: "j", Lease: LeaseRef{Token: 3, Version: 4}, Mem: 2}, {Key: "k"}},
+	txn := Command{Op: OpTxn, Txn: &Txn{Guards: []Guard{{Key: "j", Mod: 4, Mem: 2}, {Key: "k"}},
 		Cmds: []Command{release("j", "p"), acquire("k", "o", 1000)}}}
 	f.Add(txn.Encode(nil))
 	f.Add(EncodeEntry(nil, []Command{acquire("k", "o", 1000), txn}))

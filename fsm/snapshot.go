@@ -17,8 +17,9 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-// snapshotVersion 2 added the members section; version 1 is still read.
-const snapshotVersion byte = 2
+// snapshotVersion 3 added each key's kind, data and last write; 2 the
+// members section. Versions 1 and 2 are still read.
+const snapshotVersion byte = 3
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -115,10 +116,13 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 	}
 	for _, l := range s.locks {
 		buf = appendString(buf, l.key)
-		buf = appendString(buf, l.Owner)
+		buf = append(buf, byte(l.Kind))
+		buf = appendValue(buf, l.Owner)
+		buf = appendValue(buf, l.Data)
 		buf = binary.AppendUvarint(buf, l.Token)
 		buf = binary.AppendUvarint(buf, l.TTL)
 		buf = binary.AppendUvarint(buf, l.Version)
+		buf = binary.AppendUvarint(buf, l.Mod)
 		if err := flush(); err != nil {
 			return err
 		}
@@ -179,13 +183,27 @@ func (t *Table) snapshotLocked() *tableSnapshot {
 	return t.snapshot()
 }
 
+// decodeLease reads one key's record as snapshot version writes it. Before
+// version 3 every key was a lock: a string whose last write was its last
+// grant or renewal.
+func decodeLease(d *decoder, version byte) *Lease {
+	if version < 3 {
+		l := &Lease{Owner: d.string(), Token: d.uvarint(), TTL: d.uvarint(), Version: d.uvarint()}
+		l.Mod = l.Version
+		return l
+	}
+	l := &Lease{Kind: Kind(d.byte()), Owner: d.value(), Data: d.value()}
+	l.Token, l.TTL, l.Version, l.Mod = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+	return l
+}
+
 func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 	if !bytes.HasPrefix(data, snapshotMagic) {
 		return nil, fmt.Errorf("%w: bad magic", ErrBadSnapshot)
 	}
 	d := decoder{b: data[len(snapshotMagic):]}
 	version := d.byte()
-	if d.err == nil && version != 1 && version != snapshotVersion {
+	if d.err == nil && (version < 1 || version > snapshotVersion) {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrBadSnapshot, version)
 	}
 	t := New()
@@ -208,9 +226,10 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 	}
 	for i := uint64(0); i < nLocks && d.err == nil; i++ {
 		key := d.string()
-		l := &Lease{Owner: d.string(), Token: d.uvarint(), TTL: d.uvarint(), Version: d.uvarint()}
+		l := decodeLease(&d, version)
 		if d.err == nil {
-			if _, dup := t.locks[key]; dup || key == "" || l.Owner == "" || l.Token > t.maxToken {
+			if _, dup := t.locks[key]; dup || key == "" || l.Token > t.maxToken || l.Mod > t.floor+t.lastIndex ||
+				!l.Kind.valid() || version < 3 && l.Owner == "" || l.Kind == KindString && l.Data != "" || l.Kind != KindString && l.Owner != "" {
 				return nil, fmt.Errorf("%w: bad lease for key %q", ErrBadSnapshot, key)
 			}
 			t.locks[key] = l

@@ -17,12 +17,42 @@ const (
 	ReleaseMemoryMax = 1 << 17
 )
 
-// Lease is the current grant of a key.
+// Kind is the type of a key's value, as Redis has types.
+type Kind uint8
+
+// The kinds. Their numeric values are part of the log and snapshot formats.
+const (
+	// KindString: a string; a lock is a string whose value is its owner.
+	KindString Kind = 0
+	// KindHash, KindZSet and KindList hold their value in Lease.Data, in an
+	// encoding of the Redis-compatible layer's that the table only stores.
+	KindHash Kind = 1
+	KindZSet Kind = 2
+	KindList Kind = 3
+)
+
+// HasToken reports whether keys of kind k get a fencing token: a string when
+// it is created or its value changes, a hash when it is created.
+func (k Kind) HasToken() bool { return k == KindString || k == KindHash }
+
+func (k Kind) valid() bool { return k <= KindList }
+
+// Lease is the current record of a key: a lock's grant, or a Redis value
+// with its TTL.
 type Lease struct {
-	Owner   string
-	Token   uint64
-	TTL     uint64 // milliseconds
-	Version uint64 // position of the entry that last granted or extended it
+	// Owner is a string's value: the owner of a lock.
+	Owner string
+	Token uint64 // zero for kinds without tokens
+	TTL   uint64 // milliseconds; zero: the key does not expire
+	// Version is the position of the entry that last granted or renewed
+	// the lease (started its TTL).
+	Version uint64
+	// Mod is the position of the entry that last wrote the key in any way:
+	// what a transaction's guard compares.
+	Mod  uint64
+	Kind Kind
+	// Data is the value of a key that is not a string.
+	Data string
 	// Deadline is node-local, not replicated state: the server records here
 	// when it timed the lease to run out on its own clock (SetDeadline), so
 	// that a million leases need no second map. Apply never reads it and
@@ -69,12 +99,14 @@ const (
 	Applied
 	// Conflict: a guard of a transaction did not hold; nothing changed.
 	Conflict
+	// Written: a put stored its value (Result.Created if the key was new).
+	Written
 )
 
 var codeNames = [...]string{Granted: "granted", Renewed: "renewed", Held: "held",
 	Refused: "refused", Extended: "extended", NotHolder: "not-holder",
 	Released: "released", AlreadyReleased: "already-released", Expired: "expired",
-	Revoked: "revoked", Stale: "stale", Recorded: "recorded", Applied: "applied", Conflict: "conflict"}
+	Revoked: "revoked", Stale: "stale", Recorded: "recorded", Applied: "applied", Conflict: "conflict", Written: "written"}
 
 // String names the outcome.
 func (c Code) String() string {
@@ -112,6 +144,9 @@ type Result struct {
 	// Sub holds the outcomes of an applied transaction's commands, in
 	// order (all at Position).
 	Sub []*Result
+	// Created reports that a put made a new key (or replaced one of
+	// another kind, which Freed then names).
+	Created bool
 }
 
 // released is a remembered release.
@@ -275,22 +310,22 @@ func (t *Table) applyAt(pos uint64, c Command) *Result {
 		case cur == nil:
 			t.grant(c.Key, c.Owner, c.TTL, pos)
 			r.Code = Granted
-		case cur.Owner == c.Owner && !c.Redis:
-			cur.TTL, cur.Version, cur.Deadline = c.TTL, pos, 0
+		case cur.Owner == c.Owner && !c.Redis && cur.Kind == KindString:
+			cur.TTL, cur.Version, cur.Mod, cur.Deadline = c.TTL, pos, pos, 0
 			r.Code = Renewed
 		default:
 			r.Code = Held
 		}
 	case OpExtend:
-		if cur != nil && cur.Owner == c.Owner {
-			cur.TTL, cur.Version, cur.Deadline = c.TTL, pos, 0
+		if cur != nil && cur.Owner == c.Owner && cur.Kind == KindString {
+			cur.TTL, cur.Version, cur.Mod, cur.Deadline = c.TTL, pos, pos, 0
 			r.Code = Extended
 		} else {
 			r.Code = NotHolder
 		}
 	case OpRelease:
 		switch {
-		case cur != nil && cur.Owner == c.Owner:
+		case cur != nil && cur.Owner == c.Owner && cur.Kind == KindString:
 			r.Freed = t.free(c.Key, cur)
 			if !c.Redis {
 				t.remember(c.Key, cur.Owner, cur.Token, pos)
@@ -308,6 +343,8 @@ func (t *Table) applyAt(pos uint64, c Command) *Result {
 		} else {
 			r.Code = Stale
 		}
+	case OpPut:
+		t.put(pos, c, cur, r)
 	case OpRevoke:
 		if cur != nil && (c.Owner == "" || cur.Owner == c.Owner) &&
 			(c.Lease == nil || c.Lease.Token == 0 || c.Lease.Token == cur.Token) {
@@ -342,11 +379,56 @@ func (t *Table) applyAt(pos uint64, c Command) *Result {
 	return r
 }
 
+// put stores c's value under its key. A string gets a new token when it is
+// created or its value changes, a hash when it is created; other kinds have
+// none. Unless c keeps the TTL, the lease restarts (a new version); with
+// KeepTTL a key keeps its TTL, its version and its node-local deadline,
+// except that a new token starts a new version (the deadline is still kept).
+func (t *Table) put(pos uint64, c Command, cur *Lease, r *Result) {
+	l := &Lease{Owner: c.Owner, Kind: c.Kind, Data: c.Data, Mod: pos, TTL: c.TTL, Version: pos}
+	if cur != nil && cur.Kind == c.Kind {
+		l.Token = cur.Token
+		if c.Kind == KindString && cur.Owner != c.Owner {
+			l.Token = t.newToken(pos)
+		}
+		if c.KeepTTL {
+			l.TTL, l.Deadline = cur.TTL, cur.Deadline
+			if l.Token == cur.Token {
+				l.Version = cur.Version
+			}
+		}
+	} else {
+		if cur != nil {
+			if c.KeepTTL {
+				l.TTL, l.Deadline = cur.TTL, cur.Deadline
+			}
+			r.Freed = t.free(c.Key, cur)
+		} else if c.KeepTTL {
+			l.TTL = 0
+		}
+		if c.Kind.HasToken() {
+			l.Token = t.newToken(pos)
+		}
+		r.Created = true
+	}
+	t.locks[c.Key] = l
+	r.Code = Written
+}
+
+// newToken issues pos as a token.
+func (t *Table) newToken(pos uint64) uint64 {
+	if pos < t.maxToken {
+		panic(fmt.Sprintf("fsm: token %d would go below the largest issued %d", pos, t.maxToken))
+	}
+	t.maxToken = pos
+	return pos
+}
+
 // guard returns what key holds now, as a transaction's guard names it.
 func (t *Table) guard(key string) Guard {
 	g := Guard{Key: key}
 	if l := t.locks[key]; l != nil {
-		g.Lease = l.Ref()
+		g.Mod = l.Mod
 	}
 	if m, ok := t.mem[key]; ok {
 		g.Mem = m.pos
@@ -357,11 +439,7 @@ func (t *Table) guard(key string) Guard {
 func (t *Table) grant(key, owner string, ttl, pos uint64) {
 	// A transaction's grants share its position; every other grant's
 	// position exceeds every earlier one's.
-	if pos < t.maxToken {
-		panic(fmt.Sprintf("fsm: token %d would go below the largest issued %d", pos, t.maxToken))
-	}
-	t.maxToken = pos
-	t.locks[key] = &Lease{Owner: owner, Token: pos, TTL: ttl, Version: pos}
+	t.locks[key] = &Lease{Owner: owner, Token: t.newToken(pos), TTL: ttl, Version: pos, Mod: pos}
 }
 
 func (t *Table) free(key string, l *Lease) *Lease {

@@ -203,9 +203,9 @@ func TestRenewalUpdatesVersionAndTTL(t *testing.T) {
 	a := newApplier()
 	a.apply(t, acquire("k", "a", 1000))
 	r := a.apply(t, extend("k", "a", 7000))
-	assert.Equal(t, Lease{Owner: "a", Token: 1, TTL: 7000, Version: 2}, r.Lease)
+	assert.Equal(t, Lease{Owner: "a", Token: 1, TTL: 7000, Version: 2, Mod: 2}, r.Lease)
 	r = a.apply(t, acquire("k", "a", 3000))
-	assert.Equal(t, Lease{Owner: "a", Token: 1, TTL: 3000, Version: 3}, r.Lease)
+	assert.Equal(t, Lease{Owner: "a", Token: 1, TTL: 3000, Version: 3, Mod: 3}, r.Lease)
 }
 
 func TestFreedReportsTheEndedLease(t *testing.T) {
@@ -213,7 +213,7 @@ func TestFreedReportsTheEndedLease(t *testing.T) {
 	a.apply(t, acquire("k", "a", 1000))
 	r := a.apply(t, release("k", "a"))
 	require.NotNil(t, r.Freed)
-	assert.Equal(t, Lease{Owner: "a", Token: 1, TTL: 1000, Version: 1}, *r.Freed)
+	assert.Equal(t, Lease{Owner: "a", Token: 1, TTL: 1000, Version: 1, Mod: 1}, *r.Freed)
 	r = a.apply(t, release("k", "a"))
 	assert.Nil(t, r.Freed)
 }

@@ -29,7 +29,7 @@ func txnOf(guards []Guard, cmds ...Command) Command {
 }
 
 func TestTxnEncodeDecodeRoundTrip(t *testing.T) {
-	tx := txnOf([]Guard{{Key: "a", Lease: LeaseRef{Token: 5, Version: 7}, Mem: 3}, {Key: "b"}},
+	tx := txnOf([]Guard{{Key: "a", Mod: 7, Mem: 3}, {Key: "b"}},
 		release("a", "o"), Command{Op: OpRevoke, Key: "b", Waiter: &Waiter{Owner: "w", TTL: 9}}, acquire("b", "p", 100))
 	b := tx.Encode(nil)
 	assert.Equal(t, TxnVersion, b[0])

@@ -257,8 +257,7 @@ func TestBatcherAnswersEachCommandAndBoundsEntries(t *testing.T) {
 	}
 
 	big := func(key string) fsm.Command {
-		long := string(make([]byte, 60<<10))
-		return fsm.Command{Op: fsm.OpRevoke, Key: key + long, Owner: long, Waiter: &fsm.Waiter{Owner: long, TTL: 1}}
+		return fsm.Command{Op: fsm.OpPut, Key: key, Owner: string(make([]byte, fsm.MaxValueLen))}
 	}
 	submit(fsm.Command{Op: fsm.OpRevoke, Key: "e"})
 	held := <-sentCh

@@ -27,20 +27,32 @@ type lessor struct {
 	expiring map[string]fsm.LeaseRef // leases with an Expire in flight
 }
 
+// forever is what remaining answers for a key that has no TTL.
+const forever = time.Duration(1<<63 - 1)
+
 func newLessor(table *fsm.Table) *lessor {
 	return &lessor{epoch: time.Now(), table: table, expiring: make(map[string]fsm.LeaseRef)}
 }
 
 func (ls *lessor) mono(t time.Time) int64 { return int64(t.Sub(ls.epoch)) }
 
-// set records that key's lease l was granted or renewed at now.
+// set records that key's lease l was granted or renewed at now. A key
+// without a TTL is not timed.
 func (ls *lessor) set(key string, l fsm.Lease, now time.Time) {
-	d := ls.mono(now) + int64(l.TTL)*int64(time.Millisecond)
-	if !ls.table.SetDeadline(key, l.Ref(), d) {
+	if l.TTL == 0 {
+		return
+	}
+	ls.keep(key, l.Ref(), ls.mono(now)+int64(l.TTL)*int64(time.Millisecond))
+}
+
+// keep records deadline d for key's lease ref: a write that kept the key's
+// TTL (and its node-local deadline) but may have given it a new ref.
+func (ls *lessor) keep(key string, ref fsm.LeaseRef, d int64) {
+	if !ls.table.SetDeadline(key, ref, d) {
 		return // no longer the key's lease
 	}
 	delete(ls.expiring, key)
-	heap.Push(&ls.queue, deadlineItem{key: key, ref: l.Ref(), deadline: d})
+	heap.Push(&ls.queue, deadlineItem{key: key, ref: ref, deadline: d})
 	if len(ls.queue) > 2*ls.table.Len()+1024 {
 		ls.compact()
 	}
@@ -79,6 +91,9 @@ func (ls *lessor) drop(key string, token uint64) {
 // less means it has run out. A lease not timed yet (which cannot happen
 // under Node.mu) counts as run out rather than guessed.
 func (ls *lessor) remaining(l fsm.Lease, now time.Time) time.Duration {
+	if l.TTL == 0 {
+		return forever // a key without a TTL never runs out
+	}
 	if l.Deadline == 0 {
 		return 0
 	}
@@ -97,6 +112,9 @@ func (ls *lessor) restartAll(now time.Time) {
 	ls.queue = make(deadlineHeap, 0, ls.table.Len())
 	m := ls.mono(now)
 	ls.table.SetDeadlines(func(key string, l fsm.Lease) int64 {
+		if l.TTL == 0 {
+			return 0
+		}
 		d := m + int64(l.TTL)*int64(time.Millisecond)
 		ls.queue = append(ls.queue, deadlineItem{key: key, ref: l.Ref(), deadline: d})
 		return d

@@ -613,6 +613,19 @@ func (n *Node) appliedLocked(r *fsm.Result) {
 		n.leases.drop(key, r.Freed.Token)
 	}
 	switch {
+	case r.Code == fsm.Written:
+		// A put: a new TTL is timed from now; a kept one keeps its
+		// deadline, under the lease's new ref if the value changed.
+		switch {
+		case !n.ready && faultActive("skip-lease-restart"):
+		case r.Lease.TTL > 0 && r.Lease.Deadline != 0:
+			n.leases.keep(key, r.Lease.Ref(), r.Lease.Deadline)
+		default:
+			n.leases.set(key, r.Lease, time.Now())
+		}
+		if d, ok := n.leases.deadline(key); ok && n.ready && d.Before(n.armed) {
+			n.kick()
+		}
 	case r.Waiter == fsm.WaiterGranted,
 		r.Code == fsm.Granted, r.Code == fsm.Renewed, r.Code == fsm.Extended:
 		// (The skip-lease-restart fault also stops followers from timing

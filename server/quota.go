@@ -44,7 +44,7 @@ func (qs *quotas) applied(r *fsm.Result) {
 		delta--
 	}
 	// An OpGrant's Code repeats its waiter's outcome; count the grant once.
-	if r.Waiter == fsm.WaiterGranted || r.Code == fsm.Granted && r.Cmd.Op != fsm.OpGrant {
+	if r.Waiter == fsm.WaiterGranted || r.Code == fsm.Granted && r.Cmd.Op != fsm.OpGrant || r.Created {
 		delta++
 	}
 	if delta != 0 {
