@@ -15,6 +15,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	github.com/tidwall/redcon v1.6.2
+	github.com/yuin/gopher-lua v1.1.2
 	go.etcd.io/bbolt v1.3.6
 	golang.org/x/sys v0.49.0
 	modernc.org/sqlite v1.61.1

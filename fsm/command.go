@@ -430,6 +430,19 @@ func (t *Txn) encode(dst []byte) []byte {
 	return dst
 }
 
+// Size is the length of the transaction's encoding.
+func (t *Txn) Size() int {
+	n := 1 + uvarintLen(uint64(len(t.Guards))) + uvarintLen(uint64(len(t.Cmds)))
+	for _, g := range t.Guards {
+		n += stringLen(g.Key) + uvarintLen(g.Mod) + uvarintLen(g.Mem)
+	}
+	for _, c := range t.Cmds {
+		l := c.encodedLen()
+		n += uvarintLen(uint64(l)) + l
+	}
+	return n
+}
+
 // encodedLen is len(c.Encode(nil)) for a plain command.
 func (c Command) encodedLen() int {
 	n := 3 + stringLen(c.Key) + stringLen(c.Owner) + uvarintLen(c.TTL)

@@ -84,6 +84,14 @@ func (d *Draft) Get(key string) (Lease, bool) {
 	return *l, true
 }
 
+// Remembered returns the owner whose release of key the draft has in
+// memory.
+func (d *Draft) Remembered(key string) (string, bool) {
+	d.load(key)
+	m, ok := d.t.mem[key]
+	return m.owner, ok
+}
+
 // Apply applies c (a plain command: not a member entry or a transaction) to
 // the draft and adds it to the transaction. It fails with ErrRegrant if c
 // would grant a key the transaction granted already; the draft must then be

@@ -33,6 +33,7 @@ func TestTxnEncodeDecodeRoundTrip(t *testing.T) {
 		release("a", "o"), Command{Op: OpRevoke, Key: "b", Waiter: &Waiter{Owner: "w", TTL: 9}}, acquire("b", "p", 100))
 	b := tx.Encode(nil)
 	assert.Equal(t, TxnVersion, b[0])
+	assert.Equal(t, len(b), tx.Txn.Size())
 	got, err := Decode(b)
 	require.NoError(t, err)
 	assert.Equal(t, tx, got)

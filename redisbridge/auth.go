@@ -204,31 +204,12 @@ func helloHasAuth(args [][]byte) bool {
 	return false
 }
 
-// lockKeys returns the lock names a command touches. In a script, the keys
-// Redisson uses for its channel and unlock latches (redisson_*) are not
-// locks and are not checked.
+// lockKeys returns the lock names a native command touches. The Redis
+// commands and scripts check their keys themselves (rediscompat), every
+// key each redis.call names included.
 func lockKeys(name string, args [][]byte) [][]byte {
 	switch name {
-	case "del", "unlink", "exists":
-		return args[1:]
-	case "eval", "evalsha":
-		if len(args) < 3 {
-			return nil
-		}
-		var n int
-		if _, err := fmt.Sscan(string(args[2]), &n); err != nil || n < 0 {
-			return nil // the handler answers the error
-		}
-		keys := args[3:min(3+n, len(args))]
-		out := keys[:0:0]
-		for _, k := range keys {
-			if !strings.HasPrefix(string(k), "redisson_") {
-				out = append(out, k)
-			}
-		}
-		return out
-	case "set", "setnx", "get", "pexpire", "expire", "pttl", "ttl", "hexists", "hget",
-		"fence.acquire", "fence.extend", "fence.release", "fence.revoke",
+	case "fence.acquire", "fence.extend", "fence.release", "fence.revoke",
 		"fence.status", "fence.token", "fence.check":
 		if len(args) > 1 {
 			return args[1:2]

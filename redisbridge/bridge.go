@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencerlock/fencer/rediscompat"
 	"github.com/fencerlock/fencer/server"
 	"github.com/tidwall/redcon"
 )
@@ -51,13 +52,17 @@ type Config struct {
 	// RedlockMultiEndpoint makes the Redis-compatible acquire, extend and
 	// release idempotent per value, as the native commands are, so that a
 	// Redlock client given every node of one cluster as if they were
-	// independent masters reaches its quorum: a repeated same-value acquire
-	// or release through another node succeeds, and a same-value acquire
-	// after that value's release is refused. It is safe only if every lock
-	// attempt uses a unique value, as the Redlock algorithm requires. The
-	// default is false: Redis's own semantics (a second SET NX is refused,
-	// even with the same value).
+	// independent masters reaches its quorum: a same-value SET NX on a key
+	// that value holds returns the same grant, a compare-then-delete by a
+	// value is that value's remembered release (repeated, it succeeds), and
+	// a same-value write after that value's release is refused. It is safe
+	// only if every lock attempt uses a unique value, as the Redlock
+	// algorithm requires. The default is false: Redis's own semantics (a
+	// second SET NX is refused, even with the same value).
 	RedlockMultiEndpoint bool
+	// ScriptTimeLimit bounds a Lua script's run time; a script stopped by it
+	// has no effect. The default is 5s.
+	ScriptTimeLimit time.Duration
 
 	// Limits (see limits.go). Each is answered with an error that leaves
 	// the connection open, except MaxClients, which refuses the connection.
@@ -172,8 +177,8 @@ type Bridge struct {
 	srv     *redcon.Server
 	ln      net.Listener
 	hub     *hub
-	latch   *latches
-	hangups hangups // connections of waiting requests
+	engine  *rediscompat.Engine // the Redis commands and scripts
+	hangups hangups             // connections of waiting requests
 	start   time.Time
 	nextID  atomic.Int64
 	open    atomic.Int64 // client connections, for INFO
@@ -204,7 +209,18 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{cfg: cfg, locker: locker, log: logger, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		users: users, fwd: newForwarder(fwdAuth, cfg.ForwardTLS), hub: newHub(), latch: newLatches(), start: time.Now()}
+		users: users, fwd: newForwarder(fwdAuth, cfg.ForwardTLS), hub: newHub(), start: time.Now()}
+	b.engine = rediscompat.New(locker, rediscompat.Config{
+		RedlockMultiEndpoint: cfg.RedlockMultiEndpoint,
+		DefaultLockTTL:       cfg.DefaultLockTTL,
+		ScriptTimeLimit:      cfg.ScriptTimeLimit,
+		Logger:               logger,
+		Publish: func(shard bool, channel string, msg []byte) int {
+			n := b.publishLocal(shard, channel, msg)
+			b.relayPublish(shard, []byte(channel), msg)
+			return n
+		},
+	})
 	b.cmds = map[string]handler{
 		"ping":          (*Bridge).ping,
 		"quit":          (*Bridge).quit,
@@ -216,21 +232,6 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"info":          (*Bridge).info,
 		"command":       (*Bridge).command,
 		"reset":         (*Bridge).reset,
-		"set":           (*Bridge).set,
-		"setnx":         (*Bridge).setnx,
-		"get":           (*Bridge).get,
-		"del":           (*Bridge).del,
-		"unlink":        (*Bridge).del,
-		"exists":        (*Bridge).exists,
-		"pexpire":       (*Bridge).pexpire,
-		"expire":        (*Bridge).expire,
-		"pttl":          (*Bridge).pttl,
-		"ttl":           (*Bridge).ttl,
-		"hexists":       (*Bridge).hexists,
-		"hget":          (*Bridge).hget,
-		"eval":          (*Bridge).eval,
-		"evalsha":       (*Bridge).evalsha,
-		"script":        (*Bridge).script,
 		"subscribe":     (*Bridge).subscribe,
 		"ssubscribe":    (*Bridge).subscribe,
 		"unsubscribe":   (*Bridge).unsubscribe,
@@ -253,6 +254,12 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.forwarded": (*Bridge).forwarded,
 		"fence.statehash": (*Bridge).statehash,
 		"fence.snapshot":  (*Bridge).snapshot,
+	}
+	// Every other Redis command the Redis-compatible layer has.
+	for _, name := range rediscompat.Names() {
+		if _, own := b.cmds[name]; !own {
+			b.cmds[name] = (*Bridge).compat
+		}
 	}
 	return b, nil
 }

@@ -249,22 +249,32 @@ func (b *Bridge) status(r *request) {
 	})
 }
 
-// token: FENCE.TOKEN key [value] → the current grant's token, or null if
-// the key is free. With value: the token of that value's grant, or null if
-// that value does not hold the key; a Redlock client that took the lock with
-// SET NX or a script fetches its token this way.
+// token: FENCE.TOKEN key [value|field] → the current grant's token, or null
+// if the key is free. With value: the token of that value's grant, or null
+// if that value does not hold the key; a Redlock client that took the lock
+// with SET NX or a script fetches its token this way. A hash (Redisson's
+// lock) has the token it got when it was created: with field, only if the
+// hash has that field (the lock's holder).
 func (b *Bridge) token(r *request) {
 	if len(r.args) != 2 && len(r.args) != 3 {
 		wrongArity(r)
 		return
 	}
-	b.withStatus(r, r.null, func(s server.Status) {
-		if len(r.args) == 3 && s.Owner != string(r.args[2]) {
-			r.null()
-			return
-		}
-		r.c.WriteUint64(s.Token)
-	})
+	var member []byte
+	if len(r.args) == 3 {
+		member = r.args[2]
+	}
+	ctx, cancel := b.requestCtx(0)
+	defer cancel()
+	tok, ok, err := b.engine.Token(ctx, string(r.args[1]), member)
+	switch {
+	case err != nil:
+		b.fail(ctx, r, err)
+	case !ok:
+		r.null()
+	default:
+		r.c.WriteUint64(tok)
+	}
 }
 
 // withStatus reads the status of the key in r.args[1] and answers through
@@ -283,7 +293,8 @@ func (b *Bridge) withStatus(r *request, free func(), held func(server.Status)) {
 	}
 }
 
-// check: FENCE.CHECK key token → 1 if token is the current grant, else 0.
+// check: FENCE.CHECK key token → 1 if token is the key's current token (a
+// lock's grant, or a hash's), else 0.
 func (b *Bridge) check(r *request) {
 	if len(r.args) != 3 {
 		wrongArity(r)
@@ -296,8 +307,8 @@ func (b *Bridge) check(r *request) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	ok, err := b.locker.Check(ctx, string(r.args[1]), tok)
-	b.writeBool(ctx, r, ok, err)
+	cur, ok, err := b.engine.Token(ctx, string(r.args[1]), nil)
+	b.writeBool(ctx, r, ok && cur == tok, err)
 }
 
 func (b *Bridge) writeBool(ctx context.Context, r *request, ok bool, err error) {

@@ -75,7 +75,7 @@ func TestRedissonLockUnlockAndWakeUp(t *testing.T) {
 	assert.Equal(t, bulk("1"), b.do("HGET", rLock, ownerB))
 	assert.True(t, strings.HasPrefix(b.do("FENCE.TOKEN", rLock, ownerB), ":"))
 	assert.Equal(t, "*3\r\n"+bulk("unsubscribe")+bulk(rChannel)+":0\r\n", sub.do("UNSUBSCRIBE", rChannel))
-	assert.Equal(t, bulk(ownerB), sub.do("GET", rLock), "a normal connection again")
+	assert.Equal(t, ":1\r\n", sub.do("HEXISTS", rLock, ownerB), "a normal connection again")
 
 	// forceUnlock frees it whoever holds it, and publishes.
 	assert.Equal(t, "*3\r\n"+bulk("subscribe")+bulk(rChannel)+":1\r\n", sub.do("SUBSCRIBE", rChannel))

@@ -65,6 +65,13 @@ type Config struct {
 	// the number in flight (it is a resource guard, not an invariant). The
 	// default is 1000000.
 	MaxLocks int
+	// MaxValueSize bounds one value a Redis-compatible command or script
+	// stores (a string, or a whole hash, sorted set or list as encoded), in
+	// bytes; at most fsm.MaxValueLen. The default is 512 KiB.
+	MaxValueSize int
+	// MaxWriteSize bounds what one command or script writes in all (its
+	// entry), in bytes; at most fsm.MaxEntrySize. The default is 1 MiB.
+	MaxWriteSize int
 	// MaxBatch is how many commands the leader may put into one Raft entry
 	// (group commit): commands proposed while earlier entries are still
 	// being committed wait and go together. 1 turns grouping off: one
@@ -106,6 +113,8 @@ func DefaultConfig() Config {
 		MaxKeyLen:         1024,
 		MaxOwnerLen:       1024,
 		MaxLocks:          1000000,
+		MaxValueSize:      512 << 10,
+		MaxWriteSize:      1 << 20,
 		MaxBatch:          1024,
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  10 * time.Second,
@@ -167,6 +176,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBatch <= 0 {
 		bad("MaxBatch", "must be positive, got %d", c.MaxBatch)
+	}
+	if c.MaxValueSize <= 0 || c.MaxValueSize > fsm.MaxValueLen {
+		bad("MaxValueSize", "must be in 1..%d, got %d", fsm.MaxValueLen, c.MaxValueSize)
+	}
+	if c.MaxWriteSize < c.MaxValueSize || c.MaxWriteSize > fsm.MaxEntrySize {
+		bad("MaxWriteSize", "must be in MaxValueSize (%d)..%d, got %d", c.MaxValueSize, fsm.MaxEntrySize, c.MaxWriteSize)
 	}
 	if c.MaxLocks <= 0 {
 		bad("MaxLocks", "must be positive, got %d", c.MaxLocks)

@@ -43,6 +43,9 @@ var (
 	// changed every time it was about to take effect, and gave up: nothing
 	// was done. Retry later.
 	ErrConflict = errors.New("server: too much contention on the keys")
+	// ErrWrongType means a lock command named a key that holds a value of
+	// another kind (a hash, say); nothing was proposed.
+	ErrWrongType = errors.New("server: the key holds a value of another kind")
 	// ErrLimit means a configured limit (Config.MaxLocks) refused the
 	// request; nothing was proposed.
 	ErrLimit = errors.New("server: limit reached")

@@ -20,9 +20,13 @@ type Grant struct {
 type Status struct {
 	Owner string
 	Token uint64
-	// Remaining is the time left on the leader's clock.
+	// Remaining is the time left on the leader's clock; NoExpiry for a
+	// string stored without a TTL (by a Redis-compatible SET).
 	Remaining time.Duration
 }
+
+// NoExpiry is the Remaining of a key that has no TTL.
+const NoExpiry = forever
 
 // Acquire grants key to owner for ttl and returns the grant. If owner already
 // holds key, the lease is renewed and the same token returned, so a retry is
@@ -77,6 +81,10 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 				return Grant{}, false, err
 			}
 			continue
+		}
+		if l, held := n.table.Get(key); held && l.Kind != fsm.KindString {
+			n.mu.Unlock()
+			return Grant{}, false, ErrWrongType
 		}
 		c, act := n.acquireCmdLocked(key, owner, ttlMS, wait > 0)
 		c.Redis = redis
@@ -325,6 +333,9 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 	l, held := n.table.Get(key)
 	if !held {
 		return Status{}, false, nil
+	}
+	if l.Kind != fsm.KindString {
+		return Status{}, false, ErrWrongType
 	}
 	rem := n.leases.remaining(l, time.Now())
 	if rem <= 0 && !faultActive("stale-reads") {

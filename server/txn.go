@@ -79,6 +79,9 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 		if !writes {
 			return n.verifyLeader(ctx)
 		}
+		if size := c.Txn.Size(); size > n.cfg.MaxWriteSize {
+			return fmt.Errorf("%w: the command writes %d bytes in all, more than the limit of %d", ErrLimit, size, n.cfg.MaxWriteSize)
+		}
 		r, err := n.propose(ctx, c)
 		switch {
 		case err != nil:
@@ -154,21 +157,14 @@ func (tx *Tx) Acquire(key, owner string, ttl time.Duration, redis bool) (bool, e
 	n.mu.Lock()
 	queued := n.waits.head(key) != nil
 	_, inTable := n.table.Get(key)
-	var err error
-	if !held && !inTable && !queued {
-		switch {
-		case n.table.Len()+tx.newLocks >= n.cfg.MaxLocks:
-			err = fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
-		default:
-			err = n.quotas.check(key)
-		}
-	}
 	n.mu.Unlock()
-	if err != nil {
-		return false, err
-	}
 	if queued && (!held || l.Owner != owner) {
 		return false, nil
+	}
+	if !held {
+		if err := tx.checkNewKey(key); err != nil {
+			return false, err
+		}
 	}
 	r, err := tx.apply(fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: uint64(ttl / time.Millisecond), Redis: redis})
 	if err != nil {
@@ -207,6 +203,112 @@ func (tx *Tx) Revoke(key string) (bool, error) {
 	}
 	r, err := tx.apply(fsm.Command{Op: fsm.OpRevoke, Key: key})
 	return err == nil && r.Code == fsm.Revoked, err
+}
+
+// Record is a key as a transaction sees it.
+type Record struct {
+	Kind fsm.Kind
+	// Value is a string's value, or the encoded value of another kind.
+	Value string
+	// Token is the key's fencing token (zero for kinds without one, and
+	// for a key this transaction created: its token is known on commit).
+	Token uint64
+	// TTL is the key's TTL, zero if it does not expire; Remaining is what
+	// is left of it on the leader's clock.
+	TTL, Remaining time.Duration
+}
+
+// Get returns key's record as the transaction sees it. A key whose TTL ran
+// out on the leader is absent (and its expiry joins the entry).
+func (tx *Tx) Get(key string) (Record, bool, error) {
+	if err := tx.n.checkKey(key); err != nil {
+		return Record{}, false, err
+	}
+	tx.touch(key)
+	l, held := tx.d.Get(key)
+	if !held {
+		return Record{}, false, nil
+	}
+	rec := Record{Kind: l.Kind, Value: l.Owner, Token: l.Token, TTL: time.Duration(l.TTL) * time.Millisecond}
+	if l.Kind != fsm.KindString {
+		rec.Value = l.Data
+	}
+	if l.Token == tx.d.Position() {
+		rec.Token = 0
+	}
+	switch {
+	case l.TTL == 0:
+		rec.Remaining = forever
+	case l.Version == tx.d.Position() && l.Deadline == 0:
+		rec.Remaining = rec.TTL // started by this transaction
+	default:
+		rec.Remaining = tx.n.leases.remaining(l, tx.now)
+	}
+	return rec, true, nil
+}
+
+// Remembered returns the owner whose release of key the table remembers
+// (native semantics, invariant 5), if any.
+func (tx *Tx) Remembered(key string) (string, bool, error) {
+	if err := tx.n.checkKey(key); err != nil {
+		return "", false, err
+	}
+	tx.touch(key)
+	owner, ok := tx.d.Remembered(key)
+	return owner, ok, nil
+}
+
+// Put stores value, of kind, under key, replacing whatever it held. ttl > 0
+// starts a TTL of ttl (rounded up to a millisecond); ttl == 0 leaves the key
+// without one; keepTTL keeps the key's own (none for a new key). A string
+// gets a new fencing token when it is created or its value changes; a hash
+// when it is created.
+func (tx *Tx) Put(key string, kind fsm.Kind, value string, ttl time.Duration, keepTTL bool) error {
+	n := tx.n
+	if err := n.checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > n.cfg.MaxValueSize {
+		return fmt.Errorf("%w: a value of %d bytes is larger than the limit of %d", ErrLimit, len(value), n.cfg.MaxValueSize)
+	}
+	tx.touch(key)
+	if _, held := tx.d.Get(key); !held {
+		if err := tx.checkNewKey(key); err != nil {
+			return err
+		}
+	}
+	c := fsm.Command{Op: fsm.OpPut, Key: key, Kind: kind, KeepTTL: keepTTL}
+	if !keepTTL && ttl > 0 {
+		c.TTL = uint64((ttl + time.Millisecond - 1) / time.Millisecond)
+	}
+	if kind == fsm.KindString {
+		c.Owner = value
+	} else {
+		c.Data = value
+	}
+	r, err := tx.apply(c)
+	if err == nil && r.Created && r.Freed == nil {
+		tx.newLocks++
+	}
+	return err
+}
+
+// Del deletes key, whatever it holds, and reports whether it existed.
+func (tx *Tx) Del(key string) (bool, error) { return tx.Revoke(key) }
+
+// checkNewKey applies the limits on keys to a key the transaction would
+// create: Config.MaxLocks and the quotas.
+func (tx *Tx) checkNewKey(key string) error {
+	n := tx.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, inTable := n.table.Get(key); inTable {
+		return nil
+	}
+	if n.table.Len()+tx.newLocks >= n.cfg.MaxLocks {
+		return fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
+	}
+	return n.quotas.check(key)
 }
 
 func (tx *Tx) apply(c fsm.Command) (*fsm.Result, error) {

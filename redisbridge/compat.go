@@ -1,0 +1,113 @@
+package redisbridge
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/fencerlock/fencer/rediscompat"
+	"github.com/tidwall/match"
+	"github.com/tidwall/redcon"
+)
+
+// compat serves a Redis command or script through the Redis-compatible
+// layer. A follower's NotLeaderError is forwarded as any command's is; an
+// EVALSHA of a script this node knows goes to the leader as EVAL, so that a
+// leader that never saw the script still runs it.
+func (b *Bridge) compat(r *request) {
+	ctx, cancel := b.requestCtx(0)
+	defer cancel()
+	sess := &rediscompat.Session{RESP3: r.conn.proto == 3, Allowed: allowedKeys(r.conn.user)}
+	reply, err := b.engine.Do(ctx, sess, r.args)
+	if err != nil {
+		b.fail(ctx, r.withEvalBody(b.engine), err)
+		return
+	}
+	writeReply(r.c, r.conn.proto, reply)
+}
+
+// withEvalBody returns r, or for an EVALSHA of a script engine knows, the
+// same request as EVAL with the script's text.
+func (r *request) withEvalBody(engine *rediscompat.Engine) *request {
+	name := strings.ToLower(string(r.args[0]))
+	if (name != "evalsha" && name != "evalsha_ro") || len(r.args) < 3 {
+		return r
+	}
+	body, ok := engine.Script(string(r.args[1]))
+	if !ok {
+		return r
+	}
+	args := append([][]byte{[]byte("eval" + strings.TrimPrefix(name, "evalsha"))}, r.args[1:]...)
+	args[1] = []byte(body)
+	cp := *r
+	cp.args = args
+	cp.raw = encodeCommand(args...)
+	return &cp
+}
+
+// allowedKeys is the key check of a user's pattern; nil allows every key.
+func allowedKeys(u *User) func(string) bool {
+	if u == nil || u.Pattern == "*" {
+		return nil
+	}
+	return func(k string) bool { return match.Match(k, u.Pattern) }
+}
+
+// writeReply writes a reply of the Redis-compatible layer in the client's
+// RESP version.
+func writeReply(c redcon.Conn, proto int, r rediscompat.Reply) {
+	switch r := r.(type) {
+	case rediscompat.Status:
+		c.WriteString(string(r))
+	case rediscompat.Error:
+		c.WriteError(string(r))
+	case rediscompat.Int:
+		c.WriteInt64(int64(r))
+	case rediscompat.Bulk:
+		c.WriteBulkString(string(r))
+	case rediscompat.Nil:
+		if proto == 3 {
+			c.WriteRaw([]byte("_\r\n"))
+		} else {
+			c.WriteNull()
+		}
+	case rediscompat.NilArray:
+		if proto == 3 {
+			c.WriteRaw([]byte("_\r\n"))
+		} else {
+			c.WriteRaw([]byte("*-1\r\n"))
+		}
+	case rediscompat.Array:
+		c.WriteArray(len(r))
+		for _, x := range r {
+			writeReply(c, proto, x)
+		}
+	case rediscompat.Map:
+		if proto == 3 {
+			c.WriteRaw([]byte("%" + strconv.Itoa(len(r)/2) + "\r\n"))
+		} else {
+			c.WriteArray(len(r))
+		}
+		for _, x := range r {
+			writeReply(c, proto, x)
+		}
+	case rediscompat.Double:
+		if proto == 3 {
+			c.WriteRaw([]byte("," + strconv.FormatFloat(float64(r), 'g', 17, 64) + "\r\n"))
+		} else {
+			c.WriteBulkString(strconv.FormatFloat(float64(r), 'g', 17, 64))
+		}
+	case rediscompat.Bool:
+		switch {
+		case proto == 3 && bool(r):
+			c.WriteRaw([]byte("#t\r\n"))
+		case proto == 3:
+			c.WriteRaw([]byte("#f\r\n"))
+		case bool(r):
+			c.WriteInt(1)
+		default:
+			c.WriteInt(0)
+		}
+	default:
+		c.WriteError("ERR internal: a reply of an unknown type")
+	}
+}

@@ -1,0 +1,172 @@
+package rediscompat
+
+import (
+	"strings"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+)
+
+func init() {
+	register(
+		&command{name: "del", arity: -2, flags: fWrite, first: 1, last: -1, step: 1, group: "generic", summary: "Deletes keys.", run: cmdDel},
+		&command{name: "unlink", arity: -2, flags: fWrite | fFast, first: 1, last: -1, step: 1, group: "generic", summary: "Deletes keys.", run: cmdDel},
+		&command{name: "exists", arity: -2, flags: fReadOnly | fFast, first: 1, last: -1, step: 1, group: "generic", summary: "Counts the keys that exist.", run: cmdExists},
+		&command{name: "type", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns the type of a key's value.", run: cmdType},
+		&command{name: "expire", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Sets a key's expire time in seconds.", run: func(c *call) Reply { return expireCmd(c, time.Second, false) }},
+		&command{name: "pexpire", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Sets a key's expire time in milliseconds.", run: func(c *call) Reply { return expireCmd(c, time.Millisecond, false) }},
+		&command{name: "expireat", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Sets a key's expire time as a Unix time in seconds (the leader's wall clock).", run: func(c *call) Reply { return expireCmd(c, time.Second, true) }},
+		&command{name: "pexpireat", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Sets a key's expire time as a Unix time in milliseconds (the leader's wall clock).", run: func(c *call) Reply { return expireCmd(c, time.Millisecond, true) }},
+		&command{name: "ttl", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns a key's remaining time to live in seconds.", run: func(c *call) Reply { return ttlCmd(c, time.Second, false) }},
+		&command{name: "pttl", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns a key's remaining time to live in milliseconds.", run: func(c *call) Reply { return ttlCmd(c, time.Millisecond, false) }},
+		&command{name: "expiretime", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns a key's expire time as a Unix time in seconds (the leader's wall clock).", run: func(c *call) Reply { return ttlCmd(c, time.Second, true) }},
+		&command{name: "pexpiretime", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns a key's expire time as a Unix time in milliseconds (the leader's wall clock).", run: func(c *call) Reply { return ttlCmd(c, time.Millisecond, true) }},
+		&command{name: "persist", arity: 2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Removes a key's expire time.", run: cmdPersist},
+	)
+}
+
+func cmdDel(c *call) Reply {
+	n := 0
+	for _, k := range c.args[1:] {
+		e := c.get(string(k))
+		if e == nil {
+			return errStore
+		}
+		if e.exists {
+			c.d.remove(e)
+			n++
+		} else if e.ghost != "" {
+			// A repeated release through another node (a GET saw the
+			// ghost, see ghostGet): the lock is gone already; nothing
+			// changes.
+			e.ghost = ""
+			n++
+		}
+	}
+	return Int(n)
+}
+
+func cmdExists(c *call) Reply {
+	n := 0
+	for _, k := range c.args[1:] {
+		e := c.get(string(k))
+		if e == nil {
+			return errStore
+		}
+		if e.exists && !c.d.ownValue(e) {
+			n++
+		}
+	}
+	return Int(n)
+}
+
+func cmdType(c *call) Reply {
+	e := c.get(c.arg(1))
+	if e == nil {
+		return errStore
+	}
+	if !e.exists {
+		return Status("none")
+	}
+	return Status(typeName(e.kind))
+}
+
+func typeName(k fsm.Kind) string {
+	switch k {
+	case fsm.KindHash:
+		return "hash"
+	case fsm.KindZSet:
+		return "zset"
+	case fsm.KindList:
+		return "list"
+	}
+	return "string"
+}
+
+// expireCmd: EXPIRE key seconds [NX|XX|GT|LT] and its kin. A time in the
+// past deletes the key.
+func expireCmd(c *call, unit time.Duration, absolute bool) Reply {
+	exp, ok := c.parseExpiry(c.args[2], unit, absolute)
+	if !ok {
+		if _, isInt := parseInt(c.args[2]); isInt {
+			return Error("ERR invalid expire time in '" + strings.ToLower(c.arg(0)) + "' command")
+		}
+		return errNotInteger
+	}
+	var nx, xx, gt, lt bool
+	for _, a := range c.args[3:] {
+		switch strings.ToUpper(string(a)) {
+		case "NX":
+			nx = true
+		case "XX":
+			xx = true
+		case "GT":
+			gt = true
+		case "LT":
+			lt = true
+		default:
+			return Error("ERR Unsupported option " + string(a))
+		}
+	}
+	if nx && (xx || gt || lt) {
+		return Error("ERR NX and XX, GT or LT options at the same time are not compatible")
+	}
+	if gt && lt {
+		return Error("ERR GT and LT options at the same time are not compatible")
+	}
+	e := c.get(c.arg(1))
+	if e == nil {
+		return errStore
+	}
+	if !e.exists {
+		return zero
+	}
+	cur := e.pttl() // -1: none
+	switch {
+	case nx && cur >= 0, xx && cur < 0:
+		return zero
+	case gt && (cur < 0 || exp.ttl <= cur):
+		return zero
+	case lt && cur >= 0 && exp.ttl >= cur:
+		return zero
+	}
+	if exp.ttl <= 0 {
+		c.d.remove(e)
+		return one
+	}
+	c.d.setTTL(e, exp.ttl)
+	return one
+}
+
+// ttlCmd: TTL, PTTL (remaining), EXPIRETIME, PEXPIRETIME (absolute): -2 for
+// an absent key, -1 for one without a TTL.
+func ttlCmd(c *call, unit time.Duration, absolute bool) Reply {
+	e := c.get(c.arg(1))
+	if e == nil {
+		return errStore
+	}
+	d := e.pttl()
+	if d < 0 {
+		return Int(int64(d))
+	}
+	if absolute {
+		at := c.d.now.Add(d).UnixNano()
+		return Int(at / int64(unit))
+	}
+	if unit == time.Second {
+		return Int(int64((d + 500*time.Millisecond) / time.Second))
+	}
+	return Int(int64((d + 500*time.Microsecond) / time.Millisecond))
+}
+
+func cmdPersist(c *call) Reply {
+	e := c.get(c.arg(1))
+	if e == nil {
+		return errStore
+	}
+	if !e.exists || e.pttl() < 0 {
+		return zero
+	}
+	c.d.setTTL(e, -1)
+	return one
+}

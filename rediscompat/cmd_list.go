@@ -1,0 +1,319 @@
+package rediscompat
+
+import (
+	"strings"
+
+	"github.com/fencerlock/fencer/fsm"
+)
+
+func init() {
+	register(
+		&command{name: "lpush", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Prepends elements to a list.", run: func(c *call) Reply { return push(c, true, false) }},
+		&command{name: "rpush", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Appends elements to a list.", run: func(c *call) Reply { return push(c, false, false) }},
+		&command{name: "lpushx", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Prepends elements to a list only if it exists.", run: func(c *call) Reply { return push(c, true, true) }},
+		&command{name: "rpushx", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Appends elements to a list only if it exists.", run: func(c *call) Reply { return push(c, false, true) }},
+		&command{name: "lpop", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Removes and returns the first elements of a list.", run: func(c *call) Reply { return pop(c, true) }},
+		&command{name: "rpop", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Removes and returns the last elements of a list.", run: func(c *call) Reply { return pop(c, false) }},
+		&command{name: "llen", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Returns the length of a list.", run: cmdLlen},
+		&command{name: "lrange", arity: 4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "list", summary: "Returns a range of elements of a list.", run: cmdLrange},
+		&command{name: "lindex", arity: 3, flags: fReadOnly, first: 1, last: 1, step: 1, group: "list", summary: "Returns an element of a list by its index.", run: cmdLindex},
+		&command{name: "lset", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "list", summary: "Sets an element of a list by its index.", run: cmdLset},
+		&command{name: "lrem", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "list", summary: "Removes elements equal to a value from a list.", run: cmdLrem},
+		&command{name: "ltrim", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "list", summary: "Trims a list to a range.", run: cmdLtrim},
+		&command{name: "lpos", arity: -3, flags: fReadOnly, first: 1, last: 1, step: 1, group: "list", summary: "Returns the index of an element of a list.", run: cmdLpos},
+	)
+}
+
+func (c *call) listOf(key string) (*entry, Reply) { return c.getKind(key, fsm.KindList) }
+
+func push(c *call, left, onlyIfExists bool) Reply {
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		if onlyIfExists {
+			return zero
+		}
+		c.d.create(e, fsm.KindList)
+	}
+	for _, v := range c.args[2:] {
+		if left {
+			e.l.items = append([]string{string(v)}, e.l.items...)
+		} else {
+			e.l.items = append(e.l.items, string(v))
+		}
+	}
+	c.d.mutated(e)
+	return Int(len(e.l.items))
+}
+
+func pop(c *call, left bool) Reply {
+	count, withCount := int64(1), false
+	if len(c.args) > 3 {
+		return errSyntax
+	}
+	if len(c.args) == 3 {
+		n, ok := parseInt(c.args[2])
+		if !ok || n < 0 {
+			return Error("ERR value is out of range, must be positive")
+		}
+		count, withCount = n, true
+	}
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		if withCount {
+			return NilArray{}
+		}
+		return Nil{}
+	}
+	out := Array{}
+	for i := int64(0); i < count && len(e.l.items) > 0; i++ {
+		if left {
+			out = append(out, Bulk(e.l.items[0]))
+			e.l.items = e.l.items[1:]
+		} else {
+			n := len(e.l.items) - 1
+			out = append(out, Bulk(e.l.items[n]))
+			e.l.items = e.l.items[:n]
+		}
+	}
+	if count > 0 {
+		c.d.mutated(e)
+	}
+	if !withCount {
+		return out[0]
+	}
+	return out
+}
+
+func cmdLlen(c *call) Reply {
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return zero
+	}
+	return Int(len(e.l.items))
+}
+
+func cmdLrange(c *call) Reply {
+	start, ok1 := parseInt(c.args[2])
+	stop, ok2 := parseInt(c.args[3])
+	if !ok1 || !ok2 {
+		return errNotInteger
+	}
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	out := Array{}
+	if !e.exists {
+		return out
+	}
+	if lo, hi, ok := rangeIndexes(start, stop, len(e.l.items)); ok {
+		for _, v := range e.l.items[lo:hi] {
+			out = append(out, Bulk(v))
+		}
+	}
+	return out
+}
+
+func listIndex(i int64, n int) (int, bool) {
+	if i < 0 {
+		i += int64(n)
+	}
+	if i < 0 || i >= int64(n) {
+		return 0, false
+	}
+	return int(i), true
+}
+
+func cmdLindex(c *call) Reply {
+	i, ok := parseInt(c.args[2])
+	if !ok {
+		return errNotInteger
+	}
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return Nil{}
+	}
+	j, ok := listIndex(i, len(e.l.items))
+	if !ok {
+		return Nil{}
+	}
+	return Bulk(e.l.items[j])
+}
+
+func cmdLset(c *call) Reply {
+	i, ok := parseInt(c.args[2])
+	if !ok {
+		return errNotInteger
+	}
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return errNoSuchKey
+	}
+	j, ok := listIndex(i, len(e.l.items))
+	if !ok {
+		return errIndexRange
+	}
+	e.l.items[j] = c.arg(3)
+	c.d.mutated(e)
+	return replyOK
+}
+
+func cmdLrem(c *call) Reply {
+	count, ok := parseInt(c.args[2])
+	if !ok {
+		return errNotInteger
+	}
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return zero
+	}
+	v := c.arg(3)
+	items := e.l.items
+	removed := 0
+	if count >= 0 {
+		out := items[:0:0]
+		for _, it := range items {
+			if it == v && (count == 0 || int64(removed) < count) {
+				removed++
+				continue
+			}
+			out = append(out, it)
+		}
+		e.l.items = out
+	} else {
+		keep := make([]bool, len(items))
+		for i := len(items) - 1; i >= 0; i-- {
+			keep[i] = true
+			if items[i] == v && int64(removed) < -count {
+				keep[i] = false
+				removed++
+			}
+		}
+		out := items[:0:0]
+		for i, it := range items {
+			if keep[i] {
+				out = append(out, it)
+			}
+		}
+		e.l.items = out
+	}
+	if removed > 0 {
+		c.d.mutated(e)
+	}
+	return Int(removed)
+}
+
+func cmdLtrim(c *call) Reply {
+	start, ok1 := parseInt(c.args[2])
+	stop, ok2 := parseInt(c.args[3])
+	if !ok1 || !ok2 {
+		return errNotInteger
+	}
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return replyOK
+	}
+	lo, hi, in := rangeIndexes(start, stop, len(e.l.items))
+	if !in {
+		e.l.items = nil
+	} else {
+		e.l.items = append([]string(nil), e.l.items[lo:hi]...)
+	}
+	c.d.mutated(e)
+	return replyOK
+}
+
+// cmdLpos: LPOS key element [RANK rank] [COUNT num] [MAXLEN len].
+func cmdLpos(c *call) Reply {
+	rank, count, maxlen := int64(1), int64(-1), int64(0)
+	for i := 3; i < len(c.args); i += 2 {
+		if i+1 >= len(c.args) {
+			return errSyntax
+		}
+		v, ok := parseInt(c.args[i+1])
+		if !ok {
+			return errNotInteger
+		}
+		switch strings.ToUpper(c.arg(i)) {
+		case "RANK":
+			if v == 0 {
+				return Error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list")
+			}
+			rank = v
+		case "COUNT":
+			if v < 0 {
+				return Error("ERR COUNT can't be negative")
+			}
+			count = v
+		case "MAXLEN":
+			if v < 0 {
+				return Error("ERR MAXLEN can't be negative")
+			}
+			maxlen = v
+		default:
+			return errSyntax
+		}
+	}
+	e, bad := c.listOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	var found []int
+	if e.exists {
+		items := e.l.items
+		n := len(items)
+		skip := rank - 1
+		step, i := 1, 0
+		if rank < 0 {
+			skip, step, i = -rank-1, -1, n-1
+		}
+		for scanned := int64(0); i >= 0 && i < n && (maxlen == 0 || scanned < maxlen); i, scanned = i+step, scanned+1 {
+			if items[i] != c.arg(2) {
+				continue
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			found = append(found, i)
+			if count >= 0 && int64(len(found)) >= max(count, 1) && count != 0 {
+				break
+			}
+			if count < 0 {
+				break
+			}
+		}
+	}
+	if count < 0 {
+		if len(found) == 0 {
+			return Nil{}
+		}
+		return Int(found[0])
+	}
+	out := Array{}
+	for _, f := range found {
+		out = append(out, Int(f))
+	}
+	return out
+}

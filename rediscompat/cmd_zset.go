@@ -1,0 +1,528 @@
+package rediscompat
+
+import (
+	"math"
+	"strings"
+
+	"github.com/fencerlock/fencer/fsm"
+)
+
+func init() {
+	register(
+		&command{name: "zadd", arity: -4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Adds members to a sorted set, or updates their scores.", run: cmdZadd},
+		&command{name: "zincrby", arity: 4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Increments a member's score.", run: cmdZincrby},
+		&command{name: "zrem", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes members from a sorted set.", run: cmdZrem},
+		&command{name: "zscore", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's score.", run: cmdZscore},
+		&command{name: "zmscore", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members' scores.", run: cmdZmscore},
+		&command{name: "zcard", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns the number of members.", run: cmdZcard},
+		&command{name: "zcount", arity: 4, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Counts the members with scores in a range.", run: cmdZcount},
+		&command{name: "zrank", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's rank by ascending score.", run: func(c *call) Reply { return zrank(c, false) }},
+		&command{name: "zrevrank", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's rank by descending score.", run: func(c *call) Reply { return zrank(c, true) }},
+		&command{name: "zrange", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members in a range of ranks or scores.", run: cmdZrange},
+		&command{name: "zrevrange", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members in a range of ranks, highest score first.", run: func(c *call) Reply { return zrangeGeneric(c, 1, false, true, false) }},
+		&command{name: "zrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range.", run: func(c *call) Reply { return zrangeGeneric(c, 1, true, false, true) }},
+		&command{name: "zrevrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range, highest first.", run: func(c *call) Reply { return zrangeGeneric(c, 1, true, true, true) }},
+		&command{name: "zremrangebyscore", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members with scores in a range.", run: cmdZremrangebyscore},
+		&command{name: "zremrangebyrank", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members in a range of ranks.", run: cmdZremrangebyrank},
+		&command{name: "zpopmin", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes and returns the members with the lowest scores.", run: func(c *call) Reply { return zpop(c, false) }},
+		&command{name: "zpopmax", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes and returns the members with the highest scores.", run: func(c *call) Reply { return zpop(c, true) }},
+	)
+}
+
+func (c *call) zsetOf(key string) (*entry, Reply) { return c.getKind(key, fsm.KindZSet) }
+
+// scoreReply answers a score: a bulk string in RESP2, a double in RESP3.
+func (c *call) scoreReply(f float64) Reply {
+	if c.resp3 {
+		return Double(f)
+	}
+	return Bulk(formatFloat(f))
+}
+
+func cmdZadd(c *call) Reply {
+	var nx, xx, gt, lt, ch, incr bool
+	i := 2
+	for ; i < len(c.args); i++ {
+		switch strings.ToUpper(c.arg(i)) {
+		case "NX":
+			nx = true
+		case "XX":
+			xx = true
+		case "GT":
+			gt = true
+		case "LT":
+			lt = true
+		case "CH":
+			ch = true
+		case "INCR":
+			incr = true
+		default:
+			goto pairs
+		}
+	}
+pairs:
+	rest := c.args[i:]
+	if len(rest) == 0 || len(rest)%2 != 0 {
+		return errSyntax
+	}
+	if nx && xx {
+		return Error("ERR XX and NX options at the same time are not compatible")
+	}
+	if gt && lt || nx && (gt || lt) {
+		return Error("ERR GT, LT, and/or NX options at the same time are not compatible")
+	}
+	if incr && len(rest) > 2 {
+		return Error("ERR INCR option supports a single increment-element pair")
+	}
+	scores := make([]float64, len(rest)/2)
+	for j := range scores {
+		f, ok := parseFloat(rest[2*j])
+		if !ok {
+			return errNotFloat
+		}
+		scores[j] = f
+	}
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		if xx {
+			if incr {
+				return Nil{}
+			}
+			return zero
+		}
+		c.d.create(e, fsm.KindZSet)
+	}
+	added, changed := 0, 0
+	var result Reply = Nil{}
+	for j, score := range scores {
+		m := string(rest[2*j+1])
+		cur, has := e.z.score(m)
+		if incr {
+			if has {
+				score += cur
+			}
+			if math.IsNaN(score) {
+				c.d.mutated(e)
+				return Error("ERR resulting score is not a number (NaN)")
+			}
+		}
+		switch {
+		case has && nx, !has && xx:
+			continue
+		case has && (gt && score <= cur || lt && score >= cur):
+			continue
+		}
+		if !has {
+			added++
+		} else if score != cur {
+			changed++
+		}
+		e.z.add(m, score)
+		if incr {
+			result = c.scoreReply(score)
+		}
+	}
+	c.d.mutated(e)
+	if incr {
+		return result
+	}
+	if ch {
+		return Int(added + changed)
+	}
+	return Int(added)
+}
+
+func cmdZincrby(c *call) Reply {
+	by, ok := parseFloat(c.args[2])
+	if !ok {
+		return errNotFloat
+	}
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		c.d.create(e, fsm.KindZSet)
+	}
+	cur, _ := e.z.score(c.arg(3))
+	cur += by
+	if math.IsNaN(cur) {
+		c.d.mutated(e)
+		return Error("ERR resulting score is not a number (NaN)")
+	}
+	e.z.add(c.arg(3), cur)
+	c.d.mutated(e)
+	return c.scoreReply(cur)
+}
+
+func cmdZrem(c *call) Reply {
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return zero
+	}
+	n := 0
+	for _, m := range c.args[2:] {
+		if e.z.remove(string(m)) {
+			n++
+		}
+	}
+	if n > 0 {
+		c.d.mutated(e)
+	}
+	return Int(n)
+}
+
+func cmdZscore(c *call) Reply {
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return Nil{}
+	}
+	s, has := e.z.score(c.arg(2))
+	if !has {
+		return Nil{}
+	}
+	return c.scoreReply(s)
+}
+
+func cmdZmscore(c *call) Reply {
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	out := make(Array, 0, len(c.args)-2)
+	for _, m := range c.args[2:] {
+		if !e.exists {
+			out = append(out, Nil{})
+			continue
+		}
+		if s, has := e.z.score(string(m)); has {
+			out = append(out, c.scoreReply(s))
+		} else {
+			out = append(out, Nil{})
+		}
+	}
+	return out
+}
+
+func cmdZcard(c *call) Reply {
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return zero
+	}
+	return Int(e.z.len())
+}
+
+// scoreBound is one end of a score range: "(5" is exclusive.
+type scoreBound struct {
+	v    float64
+	excl bool
+}
+
+func parseBound(b []byte) (scoreBound, bool) {
+	s := string(b)
+	excl := strings.HasPrefix(s, "(")
+	if excl {
+		s = s[1:]
+	}
+	f, ok := parseFloat([]byte(s))
+	return scoreBound{f, excl}, ok
+}
+
+func (lo scoreBound) below(f float64) bool { // lo <= f (or < if exclusive)
+	if lo.excl {
+		return lo.v < f
+	}
+	return lo.v <= f
+}
+
+func (hi scoreBound) above(f float64) bool { // f <= hi
+	if hi.excl {
+		return f < hi.v
+	}
+	return f <= hi.v
+}
+
+func cmdZcount(c *call) Reply {
+	lo, ok1 := parseBound(c.args[2])
+	hi, ok2 := parseBound(c.args[3])
+	if !ok1 || !ok2 {
+		return errMinMaxFloat
+	}
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return zero
+	}
+	n := 0
+	for _, m := range e.z.members {
+		if lo.below(m.score) && hi.above(m.score) {
+			n++
+		}
+	}
+	return Int(n)
+}
+
+func zrank(c *call, rev bool) Reply {
+	withScore := false
+	if len(c.args) == 4 && strings.EqualFold(c.arg(3), "WITHSCORE") {
+		withScore = true
+	} else if len(c.args) != 3 {
+		return errSyntax
+	}
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		if withScore {
+			return NilArray{}
+		}
+		return Nil{}
+	}
+	r, has := e.z.rank(c.arg(2))
+	if !has {
+		if withScore {
+			return NilArray{}
+		}
+		return Nil{}
+	}
+	if rev {
+		r = e.z.len() - 1 - r
+	}
+	if withScore {
+		s, _ := e.z.score(c.arg(2))
+		return Array{Int(r), c.scoreReply(s)}
+	}
+	return Int(r)
+}
+
+// cmdZrange: ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count]
+// [WITHSCORES].
+func cmdZrange(c *call) Reply {
+	byScore, rev := false, false
+	for _, a := range c.args[4:] {
+		switch strings.ToUpper(string(a)) {
+		case "BYSCORE":
+			byScore = true
+		case "REV":
+			rev = true
+		case "BYLEX":
+			return Error("ERR fencer does not support ZRANGE BYLEX")
+		}
+	}
+	return zrangeGeneric(c, 1, byScore, rev, false)
+}
+
+// zrangeGeneric serves ZRANGE and its older forms. byScoreArgs means the
+// range arguments are scores and LIMIT/WITHSCORES follow (ZRANGEBYSCORE);
+// for ZREVRANGEBYSCORE the first bound is the maximum.
+func zrangeGeneric(c *call, keyIdx int, byScore, rev, oldByScore bool) Reply {
+	withScores := false
+	limit, offset, count := false, int64(0), int64(-1)
+	for i := keyIdx + 3; i < len(c.args); i++ {
+		switch strings.ToUpper(c.arg(i)) {
+		case "WITHSCORES":
+			withScores = true
+		case "BYSCORE", "REV":
+			if oldByScore {
+				return errSyntax
+			}
+		case "LIMIT":
+			if i+2 >= len(c.args) {
+				return errSyntax
+			}
+			o, ok1 := parseInt(c.args[i+1])
+			n, ok2 := parseInt(c.args[i+2])
+			if !ok1 || !ok2 {
+				return errNotInteger
+			}
+			limit, offset, count = true, o, n
+			i += 2
+		default:
+			return errSyntax
+		}
+	}
+	if limit && !byScore {
+		return Error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+	}
+	a, b := c.args[keyIdx+1], c.args[keyIdx+2]
+	var members []zmember
+	if byScore {
+		if rev {
+			a, b = b, a
+		}
+		lo, ok1 := parseBound(a)
+		hi, ok2 := parseBound(b)
+		if !ok1 || !ok2 {
+			return errMinMaxFloat
+		}
+		e, bad := c.zsetOf(c.arg(keyIdx))
+		if bad != nil {
+			return bad
+		}
+		if e.exists {
+			for _, m := range e.z.members {
+				if lo.below(m.score) && hi.above(m.score) {
+					members = append(members, m)
+				}
+			}
+		}
+		if rev {
+			reverse(members)
+		}
+		if limit {
+			if offset < 0 || offset >= int64(len(members)) {
+				members = nil
+			} else {
+				members = members[offset:]
+				if count >= 0 && count < int64(len(members)) {
+					members = members[:count]
+				}
+			}
+		}
+	} else {
+		start, ok1 := parseInt(a)
+		stop, ok2 := parseInt(b)
+		if !ok1 || !ok2 {
+			return errNotInteger
+		}
+		e, bad := c.zsetOf(c.arg(keyIdx))
+		if bad != nil {
+			return bad
+		}
+		if e.exists {
+			all := e.z.members
+			if rev {
+				all = append([]zmember(nil), all...)
+				reverse(all)
+			}
+			if lo, hi, ok := rangeIndexes(start, stop, len(all)); ok {
+				members = all[lo:hi]
+			}
+		}
+	}
+	out := Array{}
+	for _, m := range members {
+		if withScores && c.resp3 {
+			out = append(out, Array{Bulk(m.name), Double(m.score)})
+			continue
+		}
+		out = append(out, Bulk(m.name))
+		if withScores {
+			out = append(out, Bulk(formatFloat(m.score)))
+		}
+	}
+	return out
+}
+
+func reverse(m []zmember) {
+	for i, j := 0, len(m)-1; i < j; i, j = i+1, j-1 {
+		m[i], m[j] = m[j], m[i]
+	}
+}
+
+func cmdZremrangebyscore(c *call) Reply {
+	lo, ok1 := parseBound(c.args[2])
+	hi, ok2 := parseBound(c.args[3])
+	if !ok1 || !ok2 {
+		return errMinMaxFloat
+	}
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return zero
+	}
+	var gone []string
+	for _, m := range e.z.members {
+		if lo.below(m.score) && hi.above(m.score) {
+			gone = append(gone, m.name)
+		}
+	}
+	for _, m := range gone {
+		e.z.remove(m)
+	}
+	if len(gone) > 0 {
+		c.d.mutated(e)
+	}
+	return Int(len(gone))
+}
+
+func cmdZremrangebyrank(c *call) Reply {
+	start, ok1 := parseInt(c.args[2])
+	stop, ok2 := parseInt(c.args[3])
+	if !ok1 || !ok2 {
+		return errNotInteger
+	}
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	if !e.exists {
+		return zero
+	}
+	lo, hi, ok := rangeIndexes(start, stop, e.z.len())
+	if !ok {
+		return zero
+	}
+	var gone []string
+	for _, m := range e.z.members[lo:hi] {
+		gone = append(gone, m.name)
+	}
+	for _, m := range gone {
+		e.z.remove(m)
+	}
+	c.d.mutated(e)
+	return Int(len(gone))
+}
+
+func zpop(c *call, max bool) Reply {
+	count := int64(1)
+	if len(c.args) > 3 {
+		return errSyntax
+	}
+	if len(c.args) == 3 {
+		n, ok := parseInt(c.args[2])
+		if !ok || n < 0 {
+			return Error("ERR value is out of range, must be positive")
+		}
+		count = n
+	}
+	e, bad := c.zsetOf(c.arg(1))
+	if bad != nil {
+		return bad
+	}
+	out := Array{}
+	if !e.exists {
+		return out
+	}
+	for i := int64(0); i < count && e.z.len() > 0; i++ {
+		m := e.z.members[0]
+		if max {
+			m = e.z.members[e.z.len()-1]
+		}
+		e.z.remove(m.name)
+		if c.resp3 && len(c.args) == 3 {
+			out = append(out, Array{Bulk(m.name), Double(m.score)})
+		} else {
+			out = append(out, Bulk(m.name), c.scoreReply(m.score))
+		}
+	}
+	c.d.mutated(e)
+	return out
+}

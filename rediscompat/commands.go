@@ -1,0 +1,185 @@
+package rediscompat
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+)
+
+// flags of a command.
+type flags uint16
+
+const (
+	fWrite     flags = 1 << iota // changes the keyspace
+	fReadOnly                    // reads it only
+	fNoScript                    // not callable from a script
+	fNoTxn                       // needs no transaction (no keys): TIME, PUBLISH
+	fFast                        // O(1): reported by COMMAND
+	fMovableKy                   // keys found by the command itself (EVAL)
+)
+
+// command is one Redis command: arity and key positions as Redis's COMMAND
+// reports them (arity counts the name; negative is a minimum).
+type command struct {
+	name              string
+	arity             int
+	flags             flags
+	first, last, step int
+	group, summary    string
+	run               func(c *call) Reply
+}
+
+// call is one run of a command: from a client directly, or from a script.
+type call struct {
+	d      *db
+	args   [][]byte // args[0] is the name as sent
+	e      *Engine
+	script bool // called by redis.call/pcall
+	// resp3 asks for RESP3 reply types (maps, doubles): a client after
+	// HELLO 3, or a script after redis.setresp(3).
+	resp3 bool
+}
+
+func (c *call) arg(i int) string { return string(c.args[i]) }
+
+// keysOf returns the keys of a command's arguments by its key positions.
+func (cmd *command) keysOf(args [][]byte) []string {
+	if cmd.first == 0 {
+		return nil
+	}
+	last := cmd.last
+	if last < 0 {
+		last = len(args) + last
+	}
+	var keys []string
+	for i := cmd.first; i <= last && i < len(args); i += cmd.step {
+		keys = append(keys, string(args[i]))
+	}
+	return keys
+}
+
+// arityOK checks n arguments (the name included) against cmd's arity.
+func (cmd *command) arityOK(n int) bool {
+	if cmd.arity < 0 {
+		return n >= -cmd.arity
+	}
+	return n == cmd.arity
+}
+
+// commands is every command the layer runs, by lower-case name.
+var commands = map[string]*command{}
+
+func register(cs ...*command) {
+	for _, c := range cs {
+		commands[c.name] = c
+	}
+}
+
+// lookup returns the command named name (any case), or nil.
+func lookup(name []byte) *command {
+	if c, ok := commands[string(name)]; ok {
+		return c
+	}
+	return commands[strings.ToLower(string(name))]
+}
+
+// parseInt parses a Redis integer argument.
+func parseInt(b []byte) (int64, bool) {
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	return v, err == nil
+}
+
+// parseFloat parses a Redis float argument (inf, -inf and +inf included;
+// NaN refused).
+func parseFloat(b []byte) (float64, bool) {
+	s := string(b)
+	switch strings.ToLower(s) {
+	case "inf", "+inf", "infinity", "+infinity":
+		return math.Inf(1), true
+	case "-inf", "-infinity":
+		return math.Inf(-1), true
+	}
+	if s == "" || strings.TrimSpace(s) != s {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
+// expiry is a parsed relative or absolute expire time.
+type expiry struct {
+	set bool
+	ttl time.Duration // relative to now; may be zero or negative (already expired)
+}
+
+// parseExpiry turns the argument of EX, PX, EXAT, PXAT (or of EXPIRE and its
+// kin) into a TTL from now, with the leader's wall clock for the absolute
+// forms. It fails as Redis does: not an integer, or out of range.
+func (c *call) parseExpiry(arg []byte, unit time.Duration, absolute bool) (expiry, bool) {
+	v, ok := parseInt(arg)
+	if !ok {
+		return expiry{}, false
+	}
+	limit := int64(math.MaxInt64) / int64(unit)
+	if v > limit || v < -limit {
+		return expiry{}, false
+	}
+	d := time.Duration(v) * unit
+	if absolute {
+		d -= time.Duration(c.d.now.UnixNano())
+	}
+	return expiry{set: true, ttl: d}, true
+}
+
+// keyAllowed checks key against the user's key patterns.
+func (c *call) keyAllowed(key string) bool {
+	return c.d.allowed == nil || c.d.allowed(key)
+}
+
+// get loads key; nil if the store failed.
+func (c *call) get(key string) *entry { return c.d.get(key) }
+
+// getKind loads key and checks it is absent or of kind; it returns the
+// entry, and the WRONGTYPE error otherwise.
+func (c *call) getKind(key string, kind fsm.Kind) (*entry, Reply) {
+	e := c.d.get(key)
+	if e == nil {
+		return nil, errStore
+	}
+	if e.exists && e.kind != kind {
+		return nil, errWrongType
+	}
+	return e, nil
+}
+
+// errStore answers a command whose store failed; the error itself (c.d.err)
+// stops the command or script with nothing committed.
+var errStore = Error("ERR fencer could not read or write the key")
+
+// rangeIndexes turns Redis start and stop (negative from the end) into a
+// half-open range over n elements.
+func rangeIndexes(start, stop int64, n int) (int, int, bool) {
+	ln := int64(n)
+	if start < 0 {
+		start += ln
+	}
+	if stop < 0 {
+		stop += ln
+	}
+	if start < 0 {
+		start = 0
+	}
+	if start > stop || start >= ln {
+		return 0, 0, false
+	}
+	if stop >= ln {
+		stop = ln - 1
+	}
+	return int(start), int(stop) + 1, true
+}

@@ -1,0 +1,312 @@
+package rediscompat
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/fencerlock/fencer/server"
+)
+
+// Node is what this layer needs of a fencer node (*server.Node): one
+// transaction, committed as one Raft entry (see server.Node.Update).
+type Node interface {
+	Update(ctx context.Context, keys []string, fn func(tx *server.Tx) error) error
+}
+
+// store is what a db needs of the node's transaction (*server.Tx).
+type store interface {
+	Get(key string) (server.Record, bool, error)
+	Put(key string, kind fsm.Kind, value string, ttl time.Duration, keepTTL bool) error
+	Del(key string) (bool, error)
+	Remembered(key string) (string, bool, error)
+	Release(key, owner string, redis bool) (bool, error)
+}
+
+// ttlMode says what a write does to a key's TTL.
+type ttlMode uint8
+
+const (
+	ttlKeep ttlMode = iota // the key keeps its TTL (none, if it is new)
+	ttlSet                 // the key gets entry.ttl
+	ttlNone                // the key has no TTL (PERSIST, SET without one)
+)
+
+// entry is one key as a command or script sees it: loaded from the store
+// once, decoded, changed in place, and written back (flush) if dirty.
+type entry struct {
+	key    string
+	exists bool
+	kind   fsm.Kind
+	str    string
+	h      *hash
+	z      *zset
+	l      *list
+
+	mode      ttlMode
+	ttl       time.Duration // with ttlSet
+	remaining time.Duration // as loaded; server.NoExpiry for none
+
+	dirty      bool
+	origExists bool
+	origStr    string
+	// readBy holds the value a GET of this string returned: with
+	// --redlock-multi-endpoint a later DEL is then that value's release.
+	readBy *string
+	// ghost is the owner whose release of this free key is remembered,
+	// shown to a multi-endpoint script that names it (see db.ghostGet).
+	ghost string
+}
+
+// db is the keyspace as one command or script sees it. It reads through to
+// the transaction once per key and writes every changed key back at the
+// end (flush), so the transaction's entry holds one write per key.
+type db struct {
+	st      store
+	entries map[string]*entry
+	order   []*entry // dirty entries, in the order first written
+	now     time.Time
+	err     error // a limit or store error: the command or script stops, nothing is committed
+
+	// multi is --redlock-multi-endpoint; argv the values a script was
+	// given (for ghosts).
+	multi bool
+	argv  map[string]bool
+	// allowed checks a key against the user's key patterns; nil allows all.
+	allowed func(key string) bool
+	// pubs are the messages to publish once the entry commits.
+	pubs []publication
+}
+
+type publication struct {
+	shard            bool
+	channel, message string
+}
+
+func newDB(st store, now time.Time) *db {
+	return &db{st: st, entries: make(map[string]*entry), now: now}
+}
+
+// fail records a store error; the first one wins.
+func (d *db) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// get returns key's entry, loading it on first use; nil if the store failed
+// (d.err says why).
+func (d *db) get(key string) *entry {
+	if e, ok := d.entries[key]; ok {
+		return e
+	}
+	if d.err != nil {
+		return nil
+	}
+	rec, ok, err := d.st.Get(key)
+	if err != nil {
+		d.fail(err)
+		return nil
+	}
+	e := &entry{key: key, exists: ok, origExists: ok, remaining: -2}
+	if ok {
+		e.kind = rec.Kind
+		e.remaining = rec.Remaining
+		switch rec.Kind {
+		case fsm.KindString:
+			e.str = rec.Value
+			e.origStr = rec.Value
+		case fsm.KindHash:
+			e.h, err = decodeHash(rec.Value)
+		case fsm.KindZSet:
+			e.z, err = decodeZset(rec.Value)
+		case fsm.KindList:
+			e.l, err = decodeList(rec.Value)
+		}
+		if err != nil {
+			d.fail(err)
+			return nil
+		}
+	}
+	d.entries[key] = e
+	return e
+}
+
+// touch marks e written.
+func (d *db) touch(e *entry) {
+	if !e.dirty {
+		e.dirty = true
+		d.order = append(d.order, e)
+	}
+}
+
+// setString stores s in e as a string with the TTL mode given (ttlKeep:
+// whatever e's TTL is now).
+func (d *db) setString(e *entry, s string, mode ttlMode, ttl time.Duration) {
+	e.exists, e.kind, e.str = true, fsm.KindString, s
+	e.h, e.z, e.l = nil, nil, nil
+	if mode != ttlKeep {
+		e.mode, e.ttl = mode, ttl
+	}
+	e.ghost = ""
+	d.touch(e)
+}
+
+// create makes e a new, empty key of kind (a hash, sorted set or list).
+func (d *db) create(e *entry, kind fsm.Kind) {
+	e.exists, e.kind, e.str = true, kind, ""
+	e.h, e.z, e.l = nil, nil, nil
+	switch kind {
+	case fsm.KindHash:
+		e.h = newHash()
+	case fsm.KindZSet:
+		e.z = newZset()
+	case fsm.KindList:
+		e.l = &list{}
+	}
+	e.mode = ttlNone
+	e.ghost = ""
+	d.touch(e)
+}
+
+// remove deletes e; a key created again after has no TTL.
+func (d *db) remove(e *entry) {
+	e.exists = false
+	e.str, e.h, e.z, e.l = "", nil, nil, nil
+	e.mode = ttlNone
+	d.touch(e)
+}
+
+// setTTL gives e a TTL, or none (ttl < 0).
+func (d *db) setTTL(e *entry, ttl time.Duration) {
+	if ttl < 0 {
+		e.mode = ttlNone
+	} else {
+		e.mode, e.ttl = ttlSet, ttl
+	}
+	d.touch(e)
+}
+
+// pttl returns e's remaining TTL as PTTL has it: -2 absent, -1 none.
+func (e *entry) pttl() time.Duration {
+	switch {
+	case !e.exists:
+		return -2
+	case e.mode == ttlNone:
+		return -1
+	case e.mode == ttlSet:
+		return e.ttl
+	case e.remaining == server.NoExpiry || e.remaining < 0:
+		return -1
+	}
+	return e.remaining
+}
+
+// mutated is called after a change to an aggregate: an empty one is
+// deleted, as Redis does.
+func (d *db) mutated(e *entry) {
+	empty := e.h != nil && e.h.len() == 0 || e.z != nil && e.z.len() == 0 || e.l != nil && len(e.l.items) == 0
+	if empty {
+		d.remove(e)
+		return
+	}
+	d.touch(e)
+}
+
+// flush writes every changed key to the transaction.
+func (d *db) flush() error {
+	if d.err != nil {
+		return d.err
+	}
+	for _, e := range d.order {
+		if err := d.write(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *db) write(e *entry) error {
+	if !e.exists {
+		if !e.origExists {
+			return nil
+		}
+		if d.multi && e.readBy != nil && *e.readBy == e.origStr && e.kind == fsm.KindString {
+			// A compare-then-delete by a value: that value's release,
+			// remembered, as FENCE.RELEASE's.
+			_, err := d.st.Release(e.key, e.origStr, false)
+			return err
+		}
+		_, err := d.st.Del(e.key)
+		return err
+	}
+	var value string
+	switch e.kind {
+	case fsm.KindString:
+		value = e.str
+	case fsm.KindHash:
+		value = e.h.encode()
+	case fsm.KindZSet:
+		value = e.z.encode()
+	case fsm.KindList:
+		value = e.l.encode()
+	}
+	switch e.mode {
+	case ttlSet:
+		return d.st.Put(e.key, e.kind, value, max(e.ttl, time.Millisecond), false)
+	case ttlNone:
+		return d.st.Put(e.key, e.kind, value, 0, false)
+	}
+	return d.st.Put(e.key, e.kind, value, 0, true)
+}
+
+// ghostGet is GET under --redlock-multi-endpoint: a free key whose release
+// by a value this script was given is remembered reads as held by that
+// value, so that a Redlock client's repeated release through another node
+// (GET, compare, DEL) succeeds as a repeated FENCE.RELEASE does; its DEL then
+// changes nothing.
+func (d *db) ghostGet(e *entry) (string, bool) {
+	if !d.multi || d.argv == nil || e.exists {
+		return "", false
+	}
+	if e.ghost != "" {
+		return e.ghost, true
+	}
+	if e.dirty {
+		return "", false
+	}
+	owner, ok, err := d.st.Remembered(e.key)
+	if err != nil {
+		d.fail(err)
+		return "", false
+	}
+	if !ok || !d.argv[owner] {
+		return "", false
+	}
+	e.ghost = owner
+	return owner, true
+}
+
+// ownValue reports whether, under --redlock-multi-endpoint, a script's key is
+// a string that holds one of the values the script was given: EXISTS then
+// reads it as absent, so that a Redlock client's acquire that checks EXISTS
+// before it sets each key (node-redlock's), repeated by the value that holds
+// the keys (through another node), renews them rather than fails.
+func (d *db) ownValue(e *entry) bool {
+	return d.multi && d.argv != nil && e.exists && e.kind == fsm.KindString && d.argv[e.str]
+}
+
+// refusedValue reports whether writing value v to e is refused under
+// --redlock-multi-endpoint: v's release of the key is remembered, so a
+// delayed acquire or extend by v cannot bring the released lock back.
+func (d *db) refusedValue(e *entry, v string) bool {
+	if !d.multi || e.exists && e.kind == fsm.KindString && e.str == v {
+		return false
+	}
+	owner, ok, err := d.st.Remembered(e.key)
+	if err != nil {
+		d.fail(err)
+		return true
+	}
+	return ok && owner == v
+}

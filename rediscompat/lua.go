@@ -1,0 +1,527 @@
+package rediscompat
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// The Lua sandbox, as Redis 7 sets it up: the base, table, string and math
+// libraries, cjson and bit, and the redis table; no os, io, debug, package,
+// coroutine, load*, dofile, require or print. Globals are read-only: a
+// script reads undefined globals as an error, and cannot create any.
+//
+// A vm is one interpreter; the engine keeps a pool of them and runs one
+// script at a time on each. A script runs in an environment of its own (a
+// table whose metatable reads through to the shared globals and refuses
+// writes), so nothing it does outlives it; the library tables are proxies
+// that refuse writes too. A vm a script managed to change anyway (rawset on
+// a proxy) is dropped rather than reused.
+
+// luaMaxString bounds string.rep's result.
+const luaMaxString = 64 << 20
+
+type vm struct {
+	L       *lua.LState
+	globals *lua.LTable // the shared globals, read through envMeta
+	envMeta *lua.LTable
+	proxies []*lua.LTable
+	run     *scriptRun
+	// rngReset reseeds math.random before every script.
+	rngReset func()
+}
+
+// scriptRun is what the redis table's functions need while a script runs.
+type scriptRun struct {
+	e        *Engine
+	d        *db
+	s        *Session
+	readOnly bool
+	resp3    bool // after redis.setresp(3)
+	// callErr is the last error redis.call raised: the script's error
+	// reply is then that error, as Redis makes it.
+	callErr string
+	// stop is a fencer limit or store error met inside the script: it ends
+	// with nothing committed, whatever the script does with the error.
+	stop error
+}
+
+func newVM() *vm {
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:        true,
+		CallStackSize:       200,
+		RegistrySize:        1024,
+		RegistryMaxSize:     1 << 20,
+		RegistryGrowStep:    64,
+		IncludeGoStackTrace: false,
+	})
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	v := &vm{L: L, globals: L.G.Global}
+	g := v.globals
+	for _, name := range []string{"dofile", "loadfile", "load", "loadstring", "require", "module", "print",
+		"_printregs", "newproxy", "getfenv", "setfenv", "package", "coroutine", "channel", "os", "io", "debug"} {
+		g.RawSetString(name, lua.LNil)
+	}
+	strlib := g.RawGetString("string").(*lua.LTable)
+	strlib.RawSetString("rep", L.NewFunction(luaStringRep))
+	strlib.RawSetString("dump", lua.LNil)
+	mathlib := g.RawGetString("math").(*lua.LTable)
+	rng := &rand48{}
+	mathlib.RawSetString("random", L.NewFunction(rng.random))
+	mathlib.RawSetString("randomseed", L.NewFunction(rng.seed))
+	v.rngReset = rng.reset
+
+	g.RawSetString("cjson", newCjson(L))
+	g.RawSetString("bit", newBit(L))
+	g.RawSetString("redis", v.newRedis())
+
+	// Library tables become read-only proxies.
+	for _, name := range []string{"string", "table", "math", "cjson", "bit", "redis"} {
+		real := g.RawGetString(name).(*lua.LTable)
+		p := L.NewTable()
+		meta := L.NewTable()
+		meta.RawSetString("__index", real)
+		meta.RawSetString("__newindex", L.NewFunction(luaReadonly))
+		meta.RawSetString("__metatable", lua.LFalse)
+		L.SetMetatable(p, meta)
+		g.RawSetString(name, p)
+		v.proxies = append(v.proxies, p)
+	}
+	v.envMeta = L.NewTable()
+	v.envMeta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		k := L.Get(2)
+		val := v.globals.RawGet(k)
+		if val == lua.LNil {
+			L.RaiseError("Script attempted to access nonexistent global variable '%s'", lua.LVAsString(k))
+		}
+		L.Push(val)
+		return 1
+	}))
+	v.envMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
+	v.envMeta.RawSetString("__metatable", lua.LFalse)
+	return v
+}
+
+func luaReadonly(L *lua.LState) int {
+	L.RaiseError("Attempt to modify a readonly table")
+	return 0
+}
+
+// luaStringRep is string.rep with its result bounded.
+func luaStringRep(L *lua.LState) int {
+	s := L.CheckString(1)
+	n := L.CheckInt(2)
+	if n <= 0 || s == "" {
+		L.Push(lua.LString(""))
+		return 1
+	}
+	if len(s)*n > luaMaxString || len(s)*n < 0 {
+		L.RaiseError("resulting string too large")
+	}
+	L.Push(lua.LString(strings.Repeat(s, n)))
+	return 1
+}
+
+// clean reports whether no script changed the shared state (a proxy got a
+// field of its own), so the vm may be reused.
+func (v *vm) clean() bool {
+	for _, p := range v.proxies {
+		if k, _ := p.Next(lua.LNil); k != lua.LNil {
+			return false
+		}
+	}
+	return true
+}
+
+// compile parses and compiles a script's body.
+func compile(body string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(body), "user_script")
+	if err != nil {
+		return nil, err
+	}
+	return lua.Compile(chunk, "user_script")
+}
+
+func sha1hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// exec runs proto with KEYS and ARGV in a fresh environment and returns the
+// script's reply. The error is a fencer limit or the context's: the script
+// then has no effect.
+func (v *vm) exec(ctx context.Context, run *scriptRun, proto *lua.FunctionProto, sha string, keys, argv [][]byte) (Reply, error) {
+	L := v.L
+	v.run = run
+	defer func() { v.run = nil }()
+	v.rngReset()
+	env := L.NewTable()
+	L.SetMetatable(env, v.envMeta)
+	env.RawSetString("KEYS", bytesTable(L, keys))
+	env.RawSetString("ARGV", bytesTable(L, argv))
+	env.RawSetString("_G", env)
+	fn := L.NewFunctionFromProto(proto)
+	fn.Env = env
+	L.SetContext(ctx)
+	defer L.RemoveContext()
+	L.SetTop(0)
+	L.Push(fn)
+	err := L.PCall(0, 1, nil)
+	if run.stop != nil {
+		L.SetTop(0)
+		return nil, run.stop
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		L.SetTop(0)
+		return nil, ctxErr
+	}
+	if err != nil {
+		L.SetTop(0)
+		return scriptError(err, run, sha), nil
+	}
+	ret := L.Get(-1)
+	L.SetTop(0)
+	return luaToReply(ret, run.resp3), nil
+}
+
+// scriptError is the reply of a script that raised an error: a table's err
+// field, redis.call's own error, or ERR and Lua's message.
+func scriptError(err error, run *scriptRun, sha string) Reply {
+	suffix := " script: " + sha + ", on @user_script."
+	apiErr, ok := err.(*lua.ApiError)
+	if !ok {
+		return Error("ERR " + err.Error() + suffix)
+	}
+	switch obj := apiErr.Object.(type) {
+	case *lua.LTable:
+		if e, ok := obj.RawGetString("err").(lua.LString); ok {
+			return Error(withCode(string(e)) + suffix)
+		}
+		return Error("ERR unknown error" + suffix)
+	case lua.LString:
+		if run.callErr != "" && string(obj) == run.callErr {
+			return Error(run.callErr + suffix)
+		}
+		if apiErr.Type == lua.ApiErrorSyntax {
+			return Error("ERR Error compiling script (new function): " + string(obj))
+		}
+		return Error("ERR " + string(obj) + suffix)
+	}
+	return Error("ERR " + lua.LVAsString(apiErr.Object) + suffix)
+}
+
+// withCode gives an error text the generic code if it has none (Redis
+// makes "-ERR" of a bare message).
+func withCode(s string) string {
+	if s == "" {
+		return "ERR"
+	}
+	return s
+}
+
+func bytesTable(L *lua.LState, items [][]byte) *lua.LTable {
+	t := L.CreateTable(len(items), 0)
+	for i, it := range items {
+		t.RawSetInt(i+1, lua.LString(it))
+	}
+	return t
+}
+
+// newRedis builds the redis table.
+func (v *vm) newRedis() *lua.LTable {
+	L := v.L
+	t := L.NewTable()
+	fns := map[string]lua.LGFunction{
+		"call":  func(L *lua.LState) int { return v.call(L, true) },
+		"pcall": func(L *lua.LState) int { return v.call(L, false) },
+		"error_reply": func(L *lua.LState) int {
+			r := L.NewTable()
+			r.RawSetString("err", lua.LString(L.CheckString(1)))
+			L.Push(r)
+			return 1
+		},
+		"status_reply": func(L *lua.LState) int {
+			r := L.NewTable()
+			r.RawSetString("ok", lua.LString(L.CheckString(1)))
+			L.Push(r)
+			return 1
+		},
+		"sha1hex": func(L *lua.LState) int {
+			L.Push(lua.LString(sha1hex(L.CheckString(1))))
+			return 1
+		},
+		"log": func(L *lua.LState) int {
+			if L.GetTop() < 2 {
+				L.RaiseError("redis.log() requires two arguments or more.")
+			}
+			if v.run != nil && v.run.e.log != nil {
+				parts := make([]string, 0, L.GetTop()-1)
+				for i := 2; i <= L.GetTop(); i++ {
+					parts = append(parts, lua.LVAsString(L.Get(i)))
+				}
+				v.run.e.log.Debug("redis.log from a script", "level", L.CheckInt(1), "message", strings.Join(parts, " "))
+			}
+			return 0
+		},
+		// Effects replication is all fencer does: these are accepted.
+		"replicate_commands": func(L *lua.LState) int { L.Push(lua.LTrue); return 1 },
+		"set_repl": func(L *lua.LState) int {
+			L.CheckInt(1)
+			return 0
+		},
+		"setresp": func(L *lua.LState) int {
+			switch L.CheckInt(1) {
+			case 2:
+				v.run.resp3 = false
+			case 3:
+				v.run.resp3 = true
+			default:
+				L.RaiseError("RESP version must be 2 or 3.")
+			}
+			return 0
+		},
+		"breakpoint": func(L *lua.LState) int { L.Push(lua.LFalse); return 1 },
+		"debug":      func(L *lua.LState) int { return 0 },
+		"acl_check_cmd": func(L *lua.LState) int {
+			args := v.callArgs(L)
+			cmd := lookup(args[0])
+			if cmd == nil {
+				L.RaiseError("Invalid command passed to redis.acl_check_cmd()")
+			}
+			allowed := true
+			for _, k := range cmd.keysOf(args) {
+				allowed = allowed && v.run.d.allowed == nil || v.run.d.allowed(k)
+			}
+			L.Push(lua.LBool(allowed))
+			return 1
+		},
+	}
+	for name, fn := range fns {
+		t.RawSetString(name, L.NewFunction(fn))
+	}
+	for name, val := range map[string]int{"LOG_DEBUG": 0, "LOG_VERBOSE": 1, "LOG_NOTICE": 2, "LOG_WARNING": 3,
+		"REPL_NONE": 0, "REPL_AOF": 1, "REPL_SLAVE": 2, "REPL_REPLICA": 2, "REPL_ALL": 3} {
+		t.RawSetString(name, lua.LNumber(val))
+	}
+	t.RawSetString("REDIS_VERSION", lua.LString(RedisVersion))
+	t.RawSetString("REDIS_VERSION_NUM", lua.LNumber(redisVersionNum))
+	return t
+}
+
+// callArgs converts the Lua arguments of redis.call to a command.
+func (v *vm) callArgs(L *lua.LState) [][]byte {
+	n := L.GetTop()
+	if n == 0 {
+		L.RaiseError("Please specify at least one argument for this redis lib call")
+	}
+	args := make([][]byte, n)
+	for i := 1; i <= n; i++ {
+		switch a := L.Get(i).(type) {
+		case lua.LString:
+			args[i-1] = []byte(a)
+		case lua.LNumber:
+			args[i-1] = strconv.AppendFloat(nil, float64(a), 'g', 17, 64)
+		default:
+			v.raise(L, "ERR Lua redis lib command arguments must be strings or integers")
+		}
+	}
+	return args
+}
+
+// raise raises msg from redis.call: the script's error reply is msg itself.
+func (v *vm) raise(L *lua.LState, msg string) {
+	v.run.callErr = msg
+	L.Error(lua.LString(msg), 0)
+}
+
+// call is redis.call (raise) and redis.pcall.
+func (v *vm) call(L *lua.LState, raise bool) int {
+	run := v.run
+	args := v.callArgs(L)
+	reply := run.e.callFromScript(run, args)
+	if run.stop != nil {
+		// A limit: end the script; exec answers it whatever the script
+		// does with this error.
+		L.Error(lua.LString(run.stop.Error()), 0)
+	}
+	if e, isErr := reply.(Error); isErr {
+		if raise {
+			v.raise(L, string(e))
+		}
+		t := L.NewTable()
+		t.RawSetString("err", lua.LString(e))
+		L.Push(t)
+		return 1
+	}
+	L.Push(replyToLua(L, reply, run.resp3))
+	return 1
+}
+
+// replyToLua converts a command's reply as Redis converts RESP to Lua.
+func replyToLua(L *lua.LState, r Reply, resp3 bool) lua.LValue {
+	switch r := r.(type) {
+	case Int:
+		return lua.LNumber(r)
+	case Bulk:
+		return lua.LString(r)
+	case Status:
+		t := L.NewTable()
+		t.RawSetString("ok", lua.LString(r))
+		return t
+	case Error:
+		t := L.NewTable()
+		t.RawSetString("err", lua.LString(r))
+		return t
+	case Nil, NilArray:
+		if resp3 {
+			return lua.LNil
+		}
+		return lua.LFalse
+	case Array:
+		t := L.CreateTable(len(r), 0)
+		for i, x := range r {
+			t.RawSetInt(i+1, replyToLua(L, x, resp3))
+		}
+		return t
+	case Map:
+		if !resp3 {
+			return replyToLua(L, Array(r), false)
+		}
+		m := L.NewTable()
+		for i := 0; i+1 < len(r); i += 2 {
+			m.RawSet(replyToLua(L, r[i], true), replyToLua(L, r[i+1], true))
+		}
+		t := L.NewTable()
+		t.RawSetString("map", m)
+		return t
+	case Double:
+		if !resp3 {
+			return lua.LString(formatFloat(float64(r)))
+		}
+		t := L.NewTable()
+		t.RawSetString("double", lua.LNumber(r))
+		return t
+	case Bool:
+		if !resp3 {
+			if r {
+				return lua.LNumber(1)
+			}
+			return lua.LNumber(0)
+		}
+		return lua.LBool(r)
+	}
+	return lua.LFalse
+}
+
+// luaToReply converts a script's return value as Redis converts Lua to
+// RESP: a number is truncated to an integer, true is 1, false and nil are
+// null, a table with err or ok is an error or a status, any other table an
+// array up to its first nil.
+func luaToReply(lv lua.LValue, resp3 bool) Reply {
+	switch v := lv.(type) {
+	case lua.LNumber:
+		f := float64(v)
+		if math.IsNaN(f) {
+			return Int(math.MinInt64)
+		}
+		return Int(int64(f))
+	case lua.LString:
+		return Bulk(v)
+	case lua.LBool:
+		if v {
+			if resp3 {
+				return Bool(true)
+			}
+			return Int(1)
+		}
+		if resp3 {
+			return Bool(false)
+		}
+		return Nil{}
+	case *lua.LTable:
+		if e, ok := v.RawGetString("err").(lua.LString); ok {
+			return Error(withCode(string(e)))
+		}
+		if s, ok := v.RawGetString("ok").(lua.LString); ok {
+			return Status(s)
+		}
+		if resp3 {
+			if d, ok := v.RawGetString("double").(lua.LNumber); ok {
+				return Double(d)
+			}
+		}
+		out := Array{}
+		for i := 1; ; i++ {
+			x := v.RawGetInt(i)
+			if x == lua.LNil {
+				break
+			}
+			out = append(out, luaToReply(x, resp3))
+		}
+		return out
+	}
+	return Nil{}
+}
+
+// rand48 is math.random as Redis has it (its redisLrand48), reseeded with 0
+// before every script, so that a script's numbers do not depend on what ran
+// before it (Redis 7 no longer reseeds, so its numbers differ).
+type rand48 struct{ x uint64 }
+
+const (
+	rand48A    = 0x5DEECE66D
+	rand48C    = 0xB
+	rand48Mask = 1<<48 - 1
+	rand48Max  = math.MaxInt32
+)
+
+func (r *rand48) reset()          { r.x = 0x330E }
+func (r *rand48) setSeed(s int32) { r.x = uint64(uint32(s))<<16 | 0x330E }
+func (r *rand48) next() int32 {
+	r.x = (rand48A*r.x + rand48C) & rand48Mask
+	return int32(r.x >> 17)
+}
+
+func (r *rand48) random(L *lua.LState) int {
+	f := float64(r.next()%rand48Max) / float64(rand48Max)
+	switch L.GetTop() {
+	case 0:
+		L.Push(lua.LNumber(f))
+	case 1:
+		u := L.CheckInt(1)
+		if u < 1 {
+			L.ArgError(1, "interval is empty")
+		}
+		L.Push(lua.LNumber(math.Floor(f*float64(u)) + 1))
+	case 2:
+		l, u := L.CheckInt(1), L.CheckInt(2)
+		if l > u {
+			L.ArgError(2, "interval is empty")
+		}
+		L.Push(lua.LNumber(math.Floor(f*float64(u-l+1)) + float64(l)))
+	default:
+		L.RaiseError("wrong number of arguments")
+	}
+	return 1
+}
+
+func (r *rand48) seed(L *lua.LState) int {
+	r.setSeed(int32(L.CheckInt(1)))
+	return 0
+}
+
+var _ = fmt.Sprint
