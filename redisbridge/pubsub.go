@@ -232,12 +232,6 @@ func (b *Bridge) publish(r *request) {
 	r.c.WriteInt(n)
 }
 
-// publishAll delivers a message on this node and relays it to the others.
-func (b *Bridge) publishAll(shard bool, channel string, msg []byte) {
-	b.publishLocal(shard, channel, msg)
-	b.relayPublish(shard, []byte(channel), msg)
-}
-
 func (b *Bridge) publishLocal(shard bool, channel string, msg []byte) int {
 	prefix, word := "c:", "message"
 	if shard {

@@ -20,6 +20,11 @@ import (
 
 const cjsonMaxDepth = 1000
 
+// cjsonError is an error of lua-cjson's, worded as lua-cjson words it.
+type cjsonError string
+
+func (e cjsonError) Error() string { return string(e) }
+
 func newCjson(L *lua.LState) *lua.LTable {
 	t := L.NewTable()
 	null := L.NewUserData()
@@ -54,7 +59,7 @@ func newCjson(L *lua.LState) *lua.LTable {
 
 func cjsonNumber(f float64) (string, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "", fmt.Errorf("Cannot serialise number: must not be NaN or Inf")
+		return "", cjsonError("Cannot serialise number: must not be NaN or Inf")
 	}
 	return strconv.FormatFloat(f, 'g', 14, 64), nil
 }
@@ -82,14 +87,14 @@ func cjsonEncode(b *bytes.Buffer, v lua.LValue, null *lua.LUserData, depth int) 
 			b.WriteString("null")
 			return nil
 		}
-		return fmt.Errorf("Cannot serialise userdata: type not supported")
+		return cjsonError("Cannot serialise userdata: type not supported")
 	case *lua.LTable:
 		if depth >= cjsonMaxDepth {
-			return fmt.Errorf("Cannot serialise, excessive nesting (%d)", depth+1)
+			return cjsonError(fmt.Sprintf("Cannot serialise, excessive nesting (%d)", depth+1))
 		}
 		return cjsonTable(b, v, null, depth+1)
 	default:
-		return fmt.Errorf("Cannot serialise %s: type not supported", v.Type())
+		return cjsonError(fmt.Sprintf("Cannot serialise %s: type not supported", v.Type()))
 	}
 	return nil
 }
@@ -108,7 +113,7 @@ func cjsonTable(b *bytes.Buffer, t *lua.LTable, null *lua.LUserData, depth int) 
 	})
 	if isArray && count > 0 {
 		if maxKey > 10 && maxKey > count*2 {
-			return fmt.Errorf("Cannot serialise table: excessively sparse array")
+			return cjsonError("Cannot serialise table: excessively sparse array")
 		}
 		b.WriteByte('[')
 		for i := 1; i <= maxKey; i++ {
@@ -140,7 +145,7 @@ func cjsonTable(b *bytes.Buffer, t *lua.LTable, null *lua.LUserData, depth int) 
 			fields = append(fields, kv{s, v})
 		default:
 			if err == nil {
-				err = fmt.Errorf("Cannot serialise table: table key must be a number or string")
+				err = cjsonError("Cannot serialise table: table key must be a number or string")
 			}
 		}
 	})

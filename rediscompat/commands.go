@@ -137,11 +137,6 @@ func (c *call) parseExpiry(arg []byte, unit time.Duration, absolute bool) (expir
 	return expiry{set: true, ttl: d}, true
 }
 
-// keyAllowed checks key against the user's key patterns.
-func (c *call) keyAllowed(key string) bool {
-	return c.d.allowed == nil || c.d.allowed(key)
-}
-
 // get loads key; nil if the store failed.
 func (c *call) get(key string) *entry { return c.d.get(key) }
 
