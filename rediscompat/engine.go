@@ -100,7 +100,7 @@ func Has(name string) bool {
 // and for clients that ask COMMAND; for EVAL and its kin, KEYS.
 func KeysOf(args [][]byte) []string {
 	cmd := lookup(args[0])
-	if cmd == nil {
+	if cmd == nil || !cmd.arityOK(len(args)) {
 		return nil
 	}
 	if cmd.flags&fMovableKy != 0 {

@@ -76,10 +76,15 @@ func newVM() *vm {
 		"_printregs", "newproxy", "getfenv", "setfenv", "package", "coroutine", "channel", "os", "io", "debug"} {
 		g.RawSetString(name, lua.LNil)
 	}
+	// Lua 5.1's number conversions (gopher-lua's differ: tonumber("1e3")
+	// is nil there, tostring(1/3) has 16 digits).
+	g.RawSetString("tostring", L.NewFunction(luaToString(g.RawGetString("tostring").(*lua.LFunction))))
+	g.RawSetString("tonumber", L.NewFunction(luaToNumber))
 	strlib := g.RawGetString("string").(*lua.LTable)
 	strlib.RawSetString("rep", L.NewFunction(luaStringRep))
 	strlib.RawSetString("dump", lua.LNil)
 	mathlib := g.RawGetString("math").(*lua.LTable)
+	mathlib.RawSetString("huge", lua.LNumber(math.Inf(1)))
 	rng := &rand48{}
 	mathlib.RawSetString("random", L.NewFunction(rng.random))
 	mathlib.RawSetString("randomseed", L.NewFunction(rng.seed))
@@ -134,6 +139,108 @@ func luaStringRep(L *lua.LState) int {
 	}
 	L.Push(lua.LString(strings.Repeat(s, n)))
 	return 1
+}
+
+// luaNumberString formats a number as Lua 5.1 does (%.14g).
+func luaNumberString(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	return strconv.FormatFloat(f, 'g', 14, 64)
+}
+
+// luaToString is tostring with Lua 5.1's number format; other values go to
+// gopher-lua's own.
+func luaToString(orig *lua.LFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		if n, ok := L.CheckAny(1).(lua.LNumber); ok {
+			L.Push(lua.LString(luaNumberString(float64(n))))
+			return 1
+		}
+		L.Push(orig)
+		L.Push(L.Get(1))
+		L.Call(1, 1)
+		return 1
+	}
+}
+
+// luaToNumber is Lua 5.1's tonumber: a decimal or hexadecimal number with
+// optional spaces around it, or an integer in a base from 2 to 36.
+func luaToNumber(L *lua.LState) int {
+	v := L.CheckAny(1)
+	if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
+		base := L.CheckInt(2)
+		if base < 2 || base > 36 {
+			L.ArgError(2, "base out of range")
+		}
+		s := strings.ToLower(strings.TrimSpace(lua.LVAsString(v)))
+		n, err := strconv.ParseInt(s, base, 64)
+		if err != nil {
+			u, err2 := strconv.ParseUint(s, base, 64)
+			if err2 != nil {
+				L.Push(lua.LNil)
+				return 1
+			}
+			L.Push(lua.LNumber(float64(u)))
+			return 1
+		}
+		L.Push(lua.LNumber(n))
+		return 1
+	}
+	switch x := v.(type) {
+	case lua.LNumber:
+		L.Push(x)
+	case lua.LString:
+		if f, ok := parseLuaNumber(string(x)); ok {
+			L.Push(lua.LNumber(f))
+		} else {
+			L.Push(lua.LNil)
+		}
+	default:
+		L.Push(lua.LNil)
+	}
+	return 1
+}
+
+// parseLuaNumber reads a number as Lua 5.1's lua_str2number (strtod, and
+// hexadecimal) with surrounding spaces allowed.
+func parseLuaNumber(s string) (float64, bool) {
+	s = strings.Trim(s, " \t\n\r\v\f")
+	if s == "" {
+		return 0, false
+	}
+	neg := false
+	body := s
+	if body[0] == '-' || body[0] == '+' {
+		neg, body = body[0] == '-', body[1:]
+	}
+	if len(body) > 2 && (body[:2] == "0x" || body[:2] == "0X") {
+		n, err := strconv.ParseUint(body[2:], 16, 64)
+		if err != nil {
+			return 0, false
+		}
+		f := float64(n)
+		if neg {
+			f = -f
+		}
+		return f, true
+	}
+	lower := strings.ToLower(body)
+	if strings.HasPrefix(lower, "inf") || strings.HasPrefix(lower, "nan") || strings.ContainsAny(body, "_") {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
+			return 0, false
+		}
+	}
+	return f, true
 }
 
 // clean reports whether no script changed the shared state (a proxy got a

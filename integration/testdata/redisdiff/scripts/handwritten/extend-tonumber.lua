@@ -1,0 +1,4 @@
+if redis.call("get", KEYS[1]) == ARGV[1] then
+  return redis.call("pexpire", KEYS[1], tonumber(ARGV[2]))
+end
+return 0
