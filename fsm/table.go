@@ -24,18 +24,20 @@ type Kind uint8
 const (
 	// KindString: a string; a lock is a string whose value is its owner.
 	KindString Kind = 0
-	// KindHash, KindZSet and KindList hold their value in Lease.Data, in an
-	// encoding of the Redis-compatible layer's that the table only stores.
+	// KindHash, KindZSet, KindList and KindSet hold their value in
+	// Lease.Data, in an encoding of the Redis-compatible layer's that the
+	// table only stores.
 	KindHash Kind = 1
 	KindZSet Kind = 2
 	KindList Kind = 3
+	KindSet  Kind = 4
 )
 
 // HasToken reports whether keys of kind k get a fencing token: a string when
 // it is created or its value changes, a hash when it is created.
 func (k Kind) HasToken() bool { return k == KindString || k == KindHash }
 
-func (k Kind) valid() bool { return k <= KindList }
+func (k Kind) valid() bool { return k <= KindSet }
 
 // Lease is the current record of a key: a lock's grant, or a Redis value
 // with its TTL.

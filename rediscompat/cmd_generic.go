@@ -79,6 +79,8 @@ func typeName(k fsm.Kind) string {
 		return "zset"
 	case fsm.KindList:
 		return "list"
+	case fsm.KindSet:
+		return "set"
 	}
 	return "string"
 }

@@ -317,3 +317,12 @@ func cmdLpos(c *call) Reply {
 	}
 	return out
 }
+
+func init() {
+	register(
+		// BLPOP and BRPOP wait in Engine.Do (blockingPop); from a script
+		// Redis refuses them.
+		&command{name: "blpop", arity: -3, flags: fWrite | fNoScript, first: 1, last: -2, step: 1, group: "list", summary: "Removes and returns the first element of the first non-empty list, or waits for one."},
+		&command{name: "brpop", arity: -3, flags: fWrite | fNoScript, first: 1, last: -2, step: 1, group: "list", summary: "Removes and returns the last element of the first non-empty list, or waits for one."},
+	)
+}

@@ -28,6 +28,7 @@ func init() {
 		&command{name: "decrby", arity: 3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Decrements a key's integer value by a number.", run: cmdDecrby},
 		&command{name: "incrbyfloat", arity: 3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Increments a key's value by a floating point number.", run: cmdIncrbyfloat},
 		&command{name: "append", arity: 3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Appends a string to a key's value.", run: cmdAppend},
+		&command{name: "getrange", arity: 4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "string", summary: "Returns a substring of a key's value.", run: cmdGetrange},
 		&command{name: "strlen", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Returns the length of a key's value.", run: cmdStrlen},
 	)
 }
@@ -387,4 +388,31 @@ func cmdStrlen(c *call) Reply {
 		return bad
 	}
 	return Int(len(e.str))
+}
+
+func cmdGetrange(c *call) Reply {
+	start, ok1 := parseInt(c.args[2])
+	end, ok2 := parseInt(c.args[3])
+	if !ok1 || !ok2 {
+		return errNotInteger
+	}
+	e, bad := c.getKind(c.arg(1), fsm.KindString)
+	if bad != nil {
+		return bad
+	}
+	n := int64(len(e.str))
+	if start < 0 && end < 0 && start > end {
+		return Bulk("")
+	}
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = max(n+end, 0)
+	}
+	end = min(end, n-1)
+	if start > end || n == 0 {
+		return Bulk("")
+	}
+	return Bulk(e.str[start : end+1])
 }

@@ -526,3 +526,158 @@ func zpop(c *call, max bool) Reply {
 	c.d.mutated(e)
 	return out
 }
+
+func init() {
+	register(
+		&command{name: "zinterstore", arity: -4, flags: fWrite, group: "sorted-set", summary: "Stores the intersection of sorted sets.", run: func(c *call) Reply { return zstore(c, true) }, keys: zstoreKeys},
+		&command{name: "zunionstore", arity: -4, flags: fWrite, group: "sorted-set", summary: "Stores the union of sorted sets.", run: func(c *call) Reply { return zstore(c, false) }, keys: zstoreKeys},
+	)
+}
+
+// zstoreKeys: the destination and numkeys sources.
+func zstoreKeys(args [][]byte) []string {
+	n, ok := parseInt(args[2])
+	if !ok || n < 1 || int(n) > len(args)-3 {
+		return []string{string(args[1])}
+	}
+	keys := []string{string(args[1])}
+	for _, k := range args[3 : 3+n] {
+		keys = append(keys, string(k))
+	}
+	return keys
+}
+
+// zstore: ZINTERSTORE|ZUNIONSTORE dst numkeys key... [WEIGHTS w...]
+// [AGGREGATE SUM|MIN|MAX]. A set counts as a sorted set of score 1.
+func zstore(c *call, inter bool) Reply {
+	n, ok := parseInt(c.args[2])
+	if !ok {
+		return errNotInteger
+	}
+	if n < 1 {
+		return Error("ERR at least 1 input key is needed for '" + strings.ToLower(c.arg(0)) + "' command")
+	}
+	if int(n) > len(c.args)-3 {
+		return errSyntax
+	}
+	weights := make([]float64, n)
+	for i := range weights {
+		weights[i] = 1
+	}
+	agg := "sum"
+	for i := 3 + int(n); i < len(c.args); i++ {
+		switch strings.ToUpper(c.arg(i)) {
+		case "WEIGHTS":
+			if i+int(n) >= len(c.args) {
+				return errSyntax
+			}
+			for j := range weights {
+				w, ok := parseFloat(c.args[i+1+j])
+				if !ok {
+					return Error("ERR weight value is not a float")
+				}
+				weights[j] = w
+			}
+			i += int(n)
+		case "AGGREGATE":
+			if i+1 >= len(c.args) {
+				return errSyntax
+			}
+			agg = strings.ToLower(c.arg(i + 1))
+			if agg != "sum" && agg != "min" && agg != "max" {
+				return errSyntax
+			}
+			i++
+		default:
+			return errSyntax
+		}
+	}
+	var sets []map[string]float64
+	for _, k := range c.args[3 : 3+n] {
+		e := c.get(string(k))
+		if e == nil {
+			return errStore
+		}
+		m := map[string]float64{}
+		switch {
+		case !e.exists:
+		case e.kind == fsm.KindZSet:
+			for _, zm := range e.z.members {
+				m[zm.name] = zm.score
+			}
+		case e.kind == fsm.KindSet:
+			for _, sm := range e.set.members {
+				m[sm] = 1
+			}
+		default:
+			return errWrongType
+		}
+		sets = append(sets, m)
+	}
+	combine := func(a, b float64) float64 {
+		switch agg {
+		case "min":
+			return math.Min(a, b)
+		case "max":
+			return math.Max(a, b)
+		}
+		r := a + b
+		if math.IsNaN(r) {
+			return 0
+		}
+		return r
+	}
+	out := map[string]float64{}
+	for i, m := range sets {
+		for name, score := range m {
+			w := score * weights[i]
+			if math.IsNaN(w) {
+				w = 0
+			}
+			if inter {
+				if i > 0 {
+					continue
+				}
+				in := true
+				acc := w
+				for j := 1; j < len(sets); j++ {
+					s2, has := sets[j][name]
+					if !has {
+						in = false
+						break
+					}
+					w2 := s2 * weights[j]
+					if math.IsNaN(w2) {
+						w2 = 0
+					}
+					acc = combine(acc, w2)
+				}
+				if in {
+					out[name] = acc
+				}
+				continue
+			}
+			if cur, has := out[name]; has {
+				out[name] = combine(cur, w)
+			} else {
+				out[name] = w
+			}
+		}
+	}
+	dst := c.get(c.arg(1))
+	if dst == nil {
+		return errStore
+	}
+	if len(out) == 0 {
+		if dst.exists {
+			c.d.remove(dst)
+		}
+		return zero
+	}
+	c.d.create(dst, fsm.KindZSet)
+	for name, score := range out {
+		dst.z.add(name, score)
+	}
+	c.d.mutated(dst)
+	return Int(len(out))
+}

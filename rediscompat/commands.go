@@ -30,6 +30,9 @@ type command struct {
 	first, last, step int
 	group, summary    string
 	run               func(c *call) Reply
+	// keys finds the keys of a command whose key positions move
+	// (ZINTERSTORE's count, EVAL's), in place of first, last and step.
+	keys func(args [][]byte) []string
 }
 
 // call is one run of a command: from a client directly, or from a script.
@@ -47,6 +50,9 @@ func (c *call) arg(i int) string { return string(c.args[i]) }
 
 // keysOf returns the keys of a command's arguments by its key positions.
 func (cmd *command) keysOf(args [][]byte) []string {
+	if cmd.keys != nil {
+		return cmd.keys(args)
+	}
 	if cmd.first == 0 {
 		return nil
 	}

@@ -42,6 +42,7 @@ type entry struct {
 	h      *hash
 	z      *zset
 	l      *list
+	set    *set
 
 	mode      ttlMode
 	ttl       time.Duration // with ttlSet
@@ -122,6 +123,8 @@ func (d *db) get(key string) *entry {
 			e.z, err = decodeZset(rec.Value)
 		case fsm.KindList:
 			e.l, err = decodeList(rec.Value)
+		case fsm.KindSet:
+			e.set, err = decodeSet(rec.Value)
 		}
 		if err != nil {
 			d.fail(err)
@@ -144,7 +147,7 @@ func (d *db) touch(e *entry) {
 // whatever e's TTL is now).
 func (d *db) setString(e *entry, s string, mode ttlMode, ttl time.Duration) {
 	e.exists, e.kind, e.str = true, fsm.KindString, s
-	e.h, e.z, e.l = nil, nil, nil
+	e.h, e.z, e.l, e.set = nil, nil, nil, nil
 	if mode != ttlKeep {
 		e.mode, e.ttl = mode, ttl
 	}
@@ -155,7 +158,7 @@ func (d *db) setString(e *entry, s string, mode ttlMode, ttl time.Duration) {
 // create makes e a new, empty key of kind (a hash, sorted set or list).
 func (d *db) create(e *entry, kind fsm.Kind) {
 	e.exists, e.kind, e.str = true, kind, ""
-	e.h, e.z, e.l = nil, nil, nil
+	e.h, e.z, e.l, e.set = nil, nil, nil, nil
 	switch kind {
 	case fsm.KindHash:
 		e.h = newHash()
@@ -163,6 +166,8 @@ func (d *db) create(e *entry, kind fsm.Kind) {
 		e.z = newZset()
 	case fsm.KindList:
 		e.l = &list{}
+	case fsm.KindSet:
+		e.set = newSet()
 	}
 	e.mode = ttlNone
 	e.ghost = ""
@@ -172,7 +177,7 @@ func (d *db) create(e *entry, kind fsm.Kind) {
 // remove deletes e; a key created again after has no TTL.
 func (d *db) remove(e *entry) {
 	e.exists = false
-	e.str, e.h, e.z, e.l = "", nil, nil, nil
+	e.str, e.h, e.z, e.l, e.set = "", nil, nil, nil, nil
 	e.mode = ttlNone
 	d.touch(e)
 }
@@ -205,7 +210,8 @@ func (e *entry) pttl() time.Duration {
 // mutated is called after a change to an aggregate: an empty one is
 // deleted, as Redis does.
 func (d *db) mutated(e *entry) {
-	empty := e.h != nil && e.h.len() == 0 || e.z != nil && e.z.len() == 0 || e.l != nil && len(e.l.items) == 0
+	empty := e.h != nil && e.h.len() == 0 || e.z != nil && e.z.len() == 0 || e.l != nil && len(e.l.items) == 0 ||
+		e.set != nil && e.set.len() == 0
 	if empty {
 		d.remove(e)
 		return
@@ -250,6 +256,8 @@ func (d *db) write(e *entry) error {
 		value = e.z.encode()
 	case fsm.KindList:
 		value = e.l.encode()
+	case fsm.KindSet:
+		value = e.set.encode()
 	}
 	switch e.mode {
 	case ttlSet:

@@ -134,6 +134,8 @@ func (e *Engine) Do(ctx context.Context, s *Session, args [][]byte) (Reply, erro
 		return e.eval(ctx, s, cmd.name, args)
 	case "script":
 		return e.script(args), nil
+	case "blpop", "brpop":
+		return e.blockingPop(ctx, s, cmd, args)
 	}
 	keys := cmd.keysOf(args)
 	if s.Allowed != nil {
@@ -477,12 +479,24 @@ func init() {
 		&command{name: "spublish", arity: 3, flags: fNoTxn | fFast, first: 1, last: 1, step: 1, group: "pubsub", summary: "Posts a message to a shard channel, on every node.", run: func(c *call) Reply { return publish(c, true) }},
 		&command{name: "ping", arity: -1, flags: fNoTxn | fFast, group: "connection", summary: "Returns PONG.", run: cmdPing},
 		&command{name: "echo", arity: 2, flags: fNoTxn | fFast, group: "connection", summary: "Returns the given string.", run: func(c *call) Reply { return Bulk(c.arg(1)) }},
+		&command{name: "select", arity: 2, flags: fNoTxn | fFast, group: "connection", summary: "Selects the database: fencer has only 0.", run: cmdSelect},
 	)
 }
 
 func cmdTime(c *call) Reply {
 	now := c.d.now
 	return Array{Bulk(strconv.FormatInt(now.Unix(), 10)), Bulk(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))}
+}
+
+func cmdSelect(c *call) Reply {
+	n, ok := parseInt(c.args[1])
+	switch {
+	case !ok:
+		return errNotInteger
+	case n != 0:
+		return Error("ERR DB index is out of range")
+	}
+	return replyOK
 }
 
 func cmdPing(c *call) Reply {
@@ -546,4 +560,79 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// blockPoll is how often a waiting BLPOP or BRPOP looks at its lists again.
+const blockPoll = 25 * time.Millisecond
+
+// blockingPop serves BLPOP and BRPOP: the first element of the first
+// non-empty list, taken in one transaction, or, once the timeout (or ctx)
+// ends, the null array. It waits by looking again every blockPoll, each
+// look a transaction of its own; ctx bounds it (the bridge gives it the
+// timeout on top of the request's).
+func (e *Engine) blockingPop(ctx context.Context, s *Session, cmd *command, args [][]byte) (Reply, error) {
+	secs, ok := parseFloat(args[len(args)-1])
+	if !ok {
+		return Error("ERR timeout is not a float or out of range"), nil
+	}
+	if secs < 0 {
+		return Error("ERR timeout is negative"), nil
+	}
+	keys := cmd.keysOf(args)
+	for _, k := range keys {
+		if s.Allowed != nil && !s.Allowed(k) {
+			return errNoPermKey, nil
+		}
+	}
+	var end <-chan time.Time
+	if secs > 0 {
+		t := time.NewTimer(time.Duration(secs * float64(time.Second)))
+		defer t.Stop()
+		end = t.C
+	}
+	left := cmd.name == "blpop"
+	for {
+		var reply Reply
+		err := e.node.Update(ctx, keys, func(tx *server.Tx) error {
+			reply = nil
+			d := e.newDB(tx, s)
+			for _, k := range keys {
+				el := d.get(k)
+				if el == nil {
+					return d.err
+				}
+				if el.exists && el.kind != fsm.KindList {
+					reply = errWrongType
+					return nil
+				}
+				if !el.exists {
+					continue
+				}
+				var v string
+				if left {
+					v, el.l.items = el.l.items[0], el.l.items[1:]
+				} else {
+					n := len(el.l.items) - 1
+					v, el.l.items = el.l.items[n], el.l.items[:n]
+				}
+				d.mutated(el)
+				reply = Array{Bulk(k), Bulk(v)}
+				return d.flush()
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			return nil, err
+		case reply != nil:
+			return reply, nil
+		}
+		select {
+		case <-ctx.Done():
+			return NilArray{}, nil
+		case <-end:
+			return NilArray{}, nil
+		case <-time.After(blockPoll):
+		}
+	}
 }

@@ -356,8 +356,13 @@ func (v *vm) newRedis() *lua.LTable {
 		"call":  func(L *lua.LState) int { return v.call(L, true) },
 		"pcall": func(L *lua.LState) int { return v.call(L, false) },
 		"error_reply": func(L *lua.LState) int {
+			// As Redis: a message without a code gets ERR.
+			msg := L.CheckString(1)
+			if !strings.Contains(msg, " ") {
+				msg = "ERR " + msg
+			}
 			r := L.NewTable()
-			r.RawSetString("err", lua.LString(L.CheckString(1)))
+			r.RawSetString("err", lua.LString(msg))
 			L.Push(r)
 			return 1
 		},

@@ -178,6 +178,57 @@ func decodeList(s string) (*list, error) {
 	return l, d.done()
 }
 
+// set is a Redis set; members keep the order they were added in.
+type set struct {
+	members []string
+	has     map[string]bool
+}
+
+func newSet() *set { return &set{has: make(map[string]bool)} }
+
+func (s *set) len() int { return len(s.members) }
+
+func (s *set) add(m string) bool {
+	if s.has[m] {
+		return false
+	}
+	s.has[m] = true
+	s.members = append(s.members, m)
+	return true
+}
+
+func (s *set) remove(m string) bool {
+	if !s.has[m] {
+		return false
+	}
+	delete(s.has, m)
+	for i, x := range s.members {
+		if x == m {
+			s.members = append(s.members[:i], s.members[i+1:]...)
+			break
+		}
+	}
+	return true
+}
+
+func (s *set) encode() string {
+	b := binary.AppendUvarint(nil, uint64(len(s.members)))
+	for _, m := range s.members {
+		b = appendStr(b, m)
+	}
+	return string(b)
+}
+
+func decodeSet(v string) (*set, error) {
+	d := reader{b: []byte(v)}
+	n := d.count()
+	s := &set{members: make([]string, 0, n), has: make(map[string]bool, n)}
+	for i := 0; i < n && d.err == nil; i++ {
+		s.add(d.str())
+	}
+	return s, d.done()
+}
+
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
