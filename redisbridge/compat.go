@@ -3,6 +3,7 @@ package redisbridge
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencerlock/fencer/rediscompat"
 	"github.com/tidwall/match"
@@ -14,8 +15,14 @@ import (
 // EVALSHA of a script this node knows goes to the leader as EVAL, so that a
 // leader that never saw the script still runs it.
 func (b *Bridge) compat(r *request) {
-	ctx, cancel := b.requestCtx(0)
+	wait := blockingWait(r.args)
+	ctx, cancel := b.requestCtx(wait)
 	defer cancel()
+	if wait > 0 {
+		// A client that hangs up while BLPOP waits stops the wait.
+		stop := b.hangups.watch(r.c.NetConn(), cancel)
+		defer stop()
+	}
 	sess := &rediscompat.Session{RESP3: r.conn.proto == 3, Allowed: allowedKeys(r.conn.user)}
 	reply, err := b.engine.Do(ctx, sess, r.args)
 	if err != nil {
@@ -23,6 +30,27 @@ func (b *Bridge) compat(r *request) {
 		return
 	}
 	writeReply(r.c, r.conn.proto, reply)
+}
+
+// maxBlockingWait bounds BLPOP's and BRPOP's wait, also with timeout 0
+// (forever in Redis).
+const maxBlockingWait = time.Hour
+
+// blockingWait is how long a BLPOP or BRPOP may wait: its timeout, or
+// maxBlockingWait for 0; zero for every other command.
+func blockingWait(args [][]byte) time.Duration {
+	name := strings.ToLower(string(args[0]))
+	if (name != "blpop" && name != "brpop") || len(args) < 3 {
+		return 0
+	}
+	secs, err := strconv.ParseFloat(string(args[len(args)-1]), 64)
+	if err != nil || secs < 0 {
+		return 0
+	}
+	if secs == 0 || secs > maxBlockingWait.Seconds() {
+		return maxBlockingWait
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // withEvalBody returns r, or for an EVALSHA of a script engine knows, the
