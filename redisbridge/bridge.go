@@ -108,7 +108,7 @@ type Config struct {
 
 // DefaultConfig returns the bridge's defaults.
 func DefaultConfig() Config {
-	return Config{RequestTimeout: 10 * time.Second, DefaultLockTTL: 30 * time.Second,
+	return Config{RequestTimeout: 10 * time.Second, DefaultLockTTL: 30 * time.Second, ScriptTimeLimit: 5 * time.Second,
 		MaxArgs: 1024, MaxBulkLen: 1 << 20, MaxClients: 10000, MaxPipeline: 1000}
 }
 
@@ -119,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultLockTTL < 0 {
 		return fmt.Errorf("redisbridge: config DefaultLockTTL: must not be negative, got %v", c.DefaultLockTTL)
+	}
+	if c.ScriptTimeLimit < 0 {
+		return fmt.Errorf("redisbridge: config ScriptTimeLimit: must not be negative, got %v", c.ScriptTimeLimit)
 	}
 	if err := c.validateLimits(); err != nil {
 		return err

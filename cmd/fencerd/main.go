@@ -49,6 +49,8 @@ type options struct {
 	defaultLockTTL                                 time.Duration
 	redlockMultiEndpoint                           bool
 	maxLocks, maxArgs, maxBulkLen                  int
+	maxValueSize, maxWriteSize                     int
+	scriptTimeLimit                                time.Duration
 	maxBatch                                       int
 	maxClients, maxPipeline                        int
 	idleTimeout                                    time.Duration
@@ -97,6 +99,9 @@ Try it with redis-cli:
 	f.BoolVar(&o.redlockMultiEndpoint, "redlock-multi-endpoint", false, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
 	bdef := redisbridge.DefaultConfig()
 	f.IntVar(&o.maxLocks, "max-locks", def.MaxLocks, "most locks held in total; an acquire of a free lock beyond it is refused")
+	f.IntVar(&o.maxValueSize, "max-value-size", def.MaxValueSize, "largest value a Redis command or script stores, in bytes (a string, or a whole hash, sorted set, list or set)")
+	f.IntVar(&o.maxWriteSize, "max-write-size", def.MaxWriteSize, "most bytes one Redis command or script writes in all (its Raft entry)")
+	f.DurationVar(&o.scriptTimeLimit, "script-time-limit", redisbridge.DefaultConfig().ScriptTimeLimit, "longest a Lua script may run; a script stopped by it has no effect")
 	f.IntVar(&o.maxBatch, "max-batch", def.MaxBatch, "most commands the leader puts into one Raft entry (group commit); 1 writes one per entry, which older fencerd versions can read")
 	f.IntVar(&o.maxArgs, "max-args", bdef.MaxArgs, "most arguments in one command")
 	f.IntVar(&o.maxBulkLen, "max-bulk-len", bdef.MaxBulkLen, "longest argument in bytes")
@@ -149,6 +154,7 @@ func run(ctx context.Context, o options) error {
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
 	cfg.SnapshotThreshold, cfg.SnapshotInterval = o.snapshotThreshold, o.snapshotInterval
 	cfg.MaxLocks, cfg.MaxBatch = o.maxLocks, o.maxBatch
+	cfg.MaxValueSize, cfg.MaxWriteSize = o.maxValueSize, o.maxWriteSize
 	if kind, err := server.StoreKind(o.dataDir, o.logStore); err == nil {
 		// A data dir with a store keeps it; the flag only picks a new one.
 		cfg.LogStore = kind
@@ -167,6 +173,7 @@ func run(ctx context.Context, o options) error {
 	bcfg.DefaultLockTTL, bcfg.RedlockMultiEndpoint = o.defaultLockTTL, o.redlockMultiEndpoint
 	bcfg.MaxArgs, bcfg.MaxBulkLen, bcfg.MaxClients = o.maxArgs, o.maxBulkLen, o.maxClients
 	bcfg.MaxPipeline, bcfg.IdleTimeout = o.maxPipeline, o.idleTimeout
+	bcfg.ScriptTimeLimit = o.scriptTimeLimit
 	bcfg.RequirePass, bcfg.ForwardUser = o.requirePass, o.forwardUser
 	if o.usersFile != "" {
 		users, err := redisbridge.LoadUsers(o.usersFile)
@@ -292,7 +299,8 @@ func withFlagHints(err error) error {
 		{"ClientAddr", "--advertise"}, {"RaftAdvertise", "--raft-advertise"}, {"RaftAddr", "--raft-listen"},
 		{"MinTTL", "--min-ttl"}, {"MaxTTL", "--max-ttl"}, {"MaxWait", "--max-wait"}, {"DataDir", "--data-dir"},
 		{"SnapshotThreshold", "--snapshot-threshold"}, {"SnapshotInterval", "--snapshot-interval"},
-		{"MaxLocks", "--max-locks"}, {"MaxBatch", "--max-batch"}, {"MaxArgs", "--max-args"}, {"MaxBulkLen", "--max-bulk-len"},
+		{"MaxLocks", "--max-locks"}, {"MaxBatch", "--max-batch"}, {"MaxValueSize", "--max-value-size"},
+		{"MaxWriteSize", "--max-write-size"}, {"ScriptTimeLimit", "--script-time-limit"}, {"MaxArgs", "--max-args"}, {"MaxBulkLen", "--max-bulk-len"},
 		{"MaxClients", "--max-clients"}, {"MaxPipeline", "--max-pipeline"}, {"IdleTimeout", "--idle-timeout"},
 		{"Users", "--users"}, {"RequirePass", "--requirepass"}, {"ForwardUser", "--forward-user"},
 	}
