@@ -407,11 +407,26 @@ func wrongArity(r *request) {
 // command sent to a follower during a failover lands on the new leader.
 func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 	var nl *server.NotLeaderError
-	if !errors.As(err, &nl) || nl.LeaderAddr == "" || r.conn.forwarded {
+	if !errors.As(err, &nl) || r.conn.forwarded {
 		writeErr(r.c, err)
 		return
 	}
 	addr := nl.LeaderAddr
+	if addr == "" {
+		// Leadership just moved (the node stepped down as the command
+		// reached it) and the new leader is not known yet: nothing was
+		// done, so wait for it within the deadline and send it there.
+		if !b.awaitLeaderChange(ctx, "") {
+			writeErr(r.c, err)
+			return
+		}
+		if id, next := b.locker.Leader(); id == b.locker.ID() {
+			b.redispatch(ctx, r)
+			return
+		} else {
+			addr = next
+		}
+	}
 	for tries := 0; ; tries++ {
 		reply, sent, ferr := b.fwd.roundTrip(ctx, addr, r.conn.proto, r.raw)
 		switch {
@@ -431,16 +446,23 @@ func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 		// takes at most twice --request-timeout).
 		id, next := b.locker.Leader()
 		if id == b.locker.ID() {
-			if r.redispatched > 0 {
-				writeErr(r.c, server.ErrNoLeader)
-				return
-			}
-			r.redispatched++
-			b.cmds[strings.ToLower(string(r.args[0]))](b, r)
+			b.redispatch(ctx, r)
 			return
 		}
 		addr = next
 	}
+}
+
+// redispatch runs a command that provably went nowhere again on this node,
+// which leads now, once (it gets a fresh deadline, so a request takes at
+// most twice --request-timeout).
+func (b *Bridge) redispatch(_ context.Context, r *request) {
+	if r.redispatched > 0 {
+		writeErr(r.c, server.ErrNoLeader)
+		return
+	}
+	r.redispatched++
+	b.cmds[strings.ToLower(string(r.args[0]))](b, r)
 }
 
 // maxRedispatch bounds how often one command is run again after the leader

@@ -14,3 +14,8 @@ func faultPoint(string, any) bool { return false }
 // faultAfterCommit is where a build with -tags fencer_faults may move
 // leadership away after a request's entry committed; here it does nothing.
 func (n *Node) faultAfterCommit() {}
+
+// faultBeforeCommit is where a build with -tags fencer_faults may move
+// leadership away after a transaction was worked out and before its entry
+// is proposed; here it does nothing.
+func (n *Node) faultBeforeCommit() {}

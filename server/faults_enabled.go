@@ -30,6 +30,9 @@ const (
 	// the leader hands leadership to another node before the request goes
 	// on. A test arms it right before the one command it is about.
 	faultTransferAfterCommit = "transfer-after-commit"
+	// faultTransferBeforeCommit: the same, but after a transaction (a
+	// script) was worked out and before its entry is proposed.
+	faultTransferBeforeCommit = "transfer-before-commit"
 )
 
 var activeFaults = strings.Split(os.Getenv("FENCER_FAULTS"), ",")
@@ -65,15 +68,21 @@ func faultPoint(name string, arg any) bool {
 
 // faultAfterCommit moves leadership away once, when armed (see
 // faultTransferAfterCommit).
-func (n *Node) faultAfterCommit() {
-	if !faultActive(faultTransferAfterCommit) {
+func (n *Node) faultAfterCommit() { n.faultTransfer(faultTransferAfterCommit) }
+
+// faultBeforeCommit moves leadership away once, when armed (see
+// faultTransferBeforeCommit).
+func (n *Node) faultBeforeCommit() { n.faultTransfer(faultTransferBeforeCommit) }
+
+func (n *Node) faultTransfer(fault string) {
+	if !faultActive(fault) {
 		return
 	}
 	arm := os.Getenv("FENCER_FAULT_ARM")
 	if arm == "" || os.Remove(arm) != nil {
 		return
 	}
-	n.log.Warn("fault: handing leadership away after a commit")
+	n.log.Warn("fault: handing leadership away", "fault", fault)
 	if err := n.raft.LeadershipTransfer().Error(); err != nil {
 		n.log.Warn("fault: leadership transfer failed", "err", err)
 	}

@@ -82,6 +82,7 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 		if size := c.Txn.Size(); size > n.cfg.MaxWriteSize {
 			return fmt.Errorf("%w: the command writes %d bytes in all, more than the limit of %d", ErrLimit, size, n.cfg.MaxWriteSize)
 		}
+		n.faultBeforeCommit()
 		r, err := n.propose(ctx, c)
 		switch {
 		case err != nil:
