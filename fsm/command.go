@@ -76,7 +76,9 @@ const BatchVersion byte = 2
 
 // TxnVersion is the version byte of a transaction (OpTxn): after it, a
 // uvarint count of guards, each a key, the uvarint position of its last write
-// and of its remembered release, in increasing key order; then a
+// and of its remembered release, in increasing key order; a uvarint count of
+// scans, each a pattern, a uvarint count and an 8-byte digest, in increasing
+// pattern order; then a
 // uvarint count (at least one) of commands, each a uvarint length and its
 // Encode form (version 1). A transaction may stand alone in an entry or be
 // one command of a batch.
@@ -154,8 +156,21 @@ type Txn struct {
 	// Guards are the keys the leader read and what it saw, in increasing
 	// key order.
 	Guards []Guard
+	// Scans are the key listings the leader read (KEYS), in increasing
+	// pattern order; each holds if the table's keys matching its pattern
+	// are still the ones listed.
+	Scans []Scan
 	// Cmds are applied in order; none is an OpMember or an OpTxn.
 	Cmds []Command
+}
+
+// Scan is what a transaction read of the set of keys matching Pattern (a
+// Redis glob): how many there were and a digest of them (Table.scan). The
+// keys listed are the table's, whatever their TTLs.
+type Scan struct {
+	Pattern string
+	Count   uint64
+	Digest  uint64
 }
 
 // Guard is what a transaction read of one key: the position of its last
@@ -422,6 +437,12 @@ func (t *Txn) encode(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, g.Mod)
 		dst = binary.AppendUvarint(dst, g.Mem)
 	}
+	dst = binary.AppendUvarint(dst, uint64(len(t.Scans)))
+	for _, sc := range t.Scans {
+		dst = appendString(dst, sc.Pattern)
+		dst = binary.AppendUvarint(dst, sc.Count)
+		dst = binary.LittleEndian.AppendUint64(dst, sc.Digest)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(t.Cmds)))
 	for _, c := range t.Cmds {
 		dst = binary.AppendUvarint(dst, uint64(c.encodedLen()))
@@ -432,9 +453,12 @@ func (t *Txn) encode(dst []byte) []byte {
 
 // Size is the length of the transaction's encoding.
 func (t *Txn) Size() int {
-	n := 1 + uvarintLen(uint64(len(t.Guards))) + uvarintLen(uint64(len(t.Cmds)))
+	n := 1 + uvarintLen(uint64(len(t.Guards))) + uvarintLen(uint64(len(t.Scans))) + uvarintLen(uint64(len(t.Cmds)))
 	for _, g := range t.Guards {
 		n += stringLen(g.Key) + uvarintLen(g.Mod) + uvarintLen(g.Mem)
+	}
+	for _, sc := range t.Scans {
+		n += stringLen(sc.Pattern) + uvarintLen(sc.Count) + 8
 	}
 	for _, c := range t.Cmds {
 		l := c.encodedLen()
@@ -469,6 +493,10 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
+// minScanLen is the fewest bytes a scan takes: an empty pattern, a count and
+// the digest.
+const minScanLen = 1 + 1 + 8
+
 // minGuardLen is the fewest bytes a guard takes: a key of one byte and two
 // one-byte varints.
 const minGuardLen = 2 + 2
@@ -491,6 +519,17 @@ func decodeTxn(d decoder) (Command, error) {
 			return Command{}, fmt.Errorf("%w: txn guards not in increasing key order", ErrBadEntry)
 		}
 		t.Guards = append(t.Guards, g)
+	}
+	ns := d.uvarint()
+	if d.err == nil && ns > uint64(len(d.b))/minScanLen {
+		return Command{}, fmt.Errorf("%w: %d scans in %d bytes", ErrBadEntry, ns, len(d.b))
+	}
+	for i := uint64(0); i < ns && d.err == nil; i++ {
+		sc := Scan{Pattern: d.string(), Count: d.uvarint(), Digest: d.u64()}
+		if d.err == nil && len(t.Scans) > 0 && sc.Pattern <= t.Scans[len(t.Scans)-1].Pattern {
+			return Command{}, fmt.Errorf("%w: txn scans not in increasing pattern order", ErrBadEntry)
+		}
+		t.Scans = append(t.Scans, sc)
 	}
 	m := d.uvarint()
 	switch {
@@ -581,6 +620,19 @@ func (d *decoder) uvarint() uint64 {
 }
 
 func (d *decoder) string() string { return d.bytes(MaxStringLen) }
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.err = ErrShortEntry
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
 
 // value reads a put's data, which may be longer than a key or owner.
 func (d *decoder) value() string { return d.bytes(MaxValueLen) }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"strings"
+
+	"github.com/tidwall/match"
 )
 
 // ErrRegrant means a transaction would grant a key it already granted: its
@@ -22,6 +24,7 @@ type Draft struct {
 	src     *Table
 	t       *Table // copies of the keys read
 	guards  map[string]Guard
+	scans   map[string]Scan
 	cmds    []Command
 	results []*Result
 	granted map[string]bool
@@ -92,6 +95,30 @@ func (d *Draft) Remembered(key string) (string, bool) {
 	return m.owner, ok
 }
 
+// Scan lists the table's keys matching pattern (a Redis glob), whatever
+// their TTLs and before the draft's own commands, and records the listing:
+// the transaction applies only if the same keys match when it is applied.
+func (d *Draft) Scan(pattern string) []string {
+	d.src.mu.RLock()
+	sc := Scan{Pattern: pattern}
+	var keys []string
+	for k := range d.src.locks {
+		if match.Match(k, pattern) {
+			keys = append(keys, k)
+			sc.Count++
+			sc.Digest ^= keyDigest(k)
+		}
+	}
+	d.src.mu.RUnlock()
+	if d.scans == nil {
+		d.scans = make(map[string]Scan)
+	}
+	if _, had := d.scans[pattern]; !had {
+		d.scans[pattern] = sc
+	}
+	return keys
+}
+
 // Apply applies c (a plain command: not a member entry or a transaction) to
 // the draft and adds it to the transaction. It fails with ErrRegrant if c
 // would grant a key the transaction granted already; the draft must then be
@@ -133,7 +160,12 @@ func (d *Draft) Txn() (Command, bool) {
 		guards = append(guards, g)
 	}
 	slices.SortFunc(guards, func(a, b Guard) int { return strings.Compare(a.Key, b.Key) })
-	return Command{Op: OpTxn, Txn: &Txn{Guards: guards, Cmds: d.cmds}}, true
+	var scans []Scan
+	for _, sc := range d.scans {
+		scans = append(scans, sc)
+	}
+	slices.SortFunc(scans, func(a, b Scan) int { return strings.Compare(a.Pattern, b.Pattern) })
+	return Command{Op: OpTxn, Txn: &Txn{Guards: guards, Scans: scans, Cmds: d.cmds}}, true
 }
 
 // Same reports whether an applied transaction's outcomes are the ones the

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+	"github.com/tidwall/match"
 )
 
 // Release memory bounds. They are constants, not options, because every node
@@ -289,6 +290,12 @@ func (t *Table) applyAt(pos uint64, c Command) *Result {
 				return r
 			}
 		}
+		for _, sc := range c.Txn.Scans {
+			if t.scan(sc.Pattern) != sc {
+				r.Code = Conflict
+				return r
+			}
+		}
 		r.Code = Applied
 		r.Sub = make([]*Result, len(c.Txn.Cmds))
 		for i, sc := range c.Txn.Cmds {
@@ -424,6 +431,45 @@ func (t *Table) newToken(pos uint64) uint64 {
 	}
 	t.maxToken = pos
 	return pos
+}
+
+// scan lists the keys matching pattern (a Redis glob) as a transaction's
+// scan names them: their count and a digest independent of their order.
+// It reads the whole table.
+func (t *Table) scan(pattern string) Scan {
+	sc := Scan{Pattern: pattern}
+	for k := range t.locks {
+		if match.Match(k, pattern) {
+			sc.Count++
+			sc.Digest ^= keyDigest(k)
+		}
+	}
+	return sc
+}
+
+// ScanKeys returns the keys matching pattern (a Redis glob), whatever their
+// TTLs, in no particular order.
+func (t *Table) ScanKeys(pattern string) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var keys []string
+	for k := range t.locks {
+		if match.Match(k, pattern) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// keyDigest hashes a key (FNV-1a, 64 bits); a scan's digest is the XOR of
+// its keys', so the order they are met in does not matter.
+func keyDigest(k string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(k); i++ {
+		h ^= uint64(k[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // guard returns what key holds now, as a transaction's guard names it.

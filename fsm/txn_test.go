@@ -65,7 +65,7 @@ func TestTxnDecodeRejects(t *testing.T) {
 			if name == "batch inside a txn" {
 				// Replace the one command by a batch of two.
 				inner := EncodeEntry(nil, []Command{release("a", "o"), release("b", "o")})
-				b = append([]byte{TxnVersion, 0, 1, byte(len(inner))}, inner...)
+				b = append([]byte{TxnVersion, 0, 0, 1, byte(len(inner))}, inner...)
 			}
 			_, err := Decode(b)
 			assert.ErrorIs(t, err, ErrBadEntry)
@@ -243,4 +243,37 @@ func TestTxnApplyIsDeterministicInBatches(t *testing.T) {
 		assert.Equal(t, rb[i].Lease, ra[i].Lease)
 	}
 	assert.Equal(t, lockState(a.t), lockState(b.t))
+}
+
+// A transaction that listed keys (KEYS) applies only if the same keys match
+// its pattern when it is applied: a key created or deleted meanwhile makes
+// it a conflict; a write to a listed key does not.
+func TestTxnScanGuard(t *testing.T) {
+	a := newApplier()
+	a.apply(t, acquire("lock:1", "o", 1000))
+	a.apply(t, acquire("lock:2", "o", 1000))
+	a.apply(t, acquire("other", "o", 1000))
+	draft := func() Command {
+		d := a.t.Draft()
+		keys := d.Scan("lock:*")
+		assert.Contains(t, keys, "lock:2")
+		_, err := d.Apply(Command{Op: OpRevoke, Key: "other"})
+		require.NoError(t, err)
+		txn, _ := d.Txn()
+		return txn
+	}
+	txn := draft()
+	a.apply(t, extend("lock:1", "o", 5000))
+	assert.Equal(t, Applied, a.apply(t, txn).Code, "a write to a listed key leaves the listing as it was")
+	a.apply(t, acquire("other", "o", 1000))
+	txn = draft()
+	a.apply(t, acquire("lock:3", "o", 1000))
+	assert.Equal(t, Conflict, a.apply(t, txn).Code, "a new matching key")
+	txn = draft()
+	a.apply(t, release("lock:1", "o"))
+	assert.Equal(t, Conflict, a.apply(t, txn).Code, "a matching key deleted")
+	got, err := Decode(txn.Encode(nil))
+	require.NoError(t, err)
+	assert.Equal(t, txn, got)
+	assert.Equal(t, len(txn.Encode(nil)), txn.Txn.Size())
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/tidwall/match"
 )
 
 func init() {
@@ -21,6 +22,7 @@ func init() {
 		&command{name: "pttl", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns a key's remaining time to live in milliseconds.", run: func(c *call) Reply { return ttlCmd(c, time.Millisecond, false) }},
 		&command{name: "expiretime", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns a key's expire time as a Unix time in seconds (the leader's wall clock).", run: func(c *call) Reply { return ttlCmd(c, time.Second, true) }},
 		&command{name: "pexpiretime", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Returns a key's expire time as a Unix time in milliseconds (the leader's wall clock).", run: func(c *call) Reply { return ttlCmd(c, time.Millisecond, true) }},
+		&command{name: "keys", arity: 2, flags: fReadOnly, group: "generic", summary: "Returns the keys matching a pattern (reads the whole keyspace, and the entry of a script that calls it is guarded on the listing).", run: cmdKeys},
 		&command{name: "persist", arity: 2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "generic", summary: "Removes a key's expire time.", run: cmdPersist},
 	)
 }
@@ -171,4 +173,27 @@ func cmdPersist(c *call) Reply {
 	}
 	c.d.setTTL(e, -1)
 	return one
+}
+
+// cmdKeys: KEYS pattern, with this command's or script's own writes.
+func cmdKeys(c *call) Reply {
+	pattern := c.arg(1)
+	if c.d.st == nil {
+		return Array{}
+	}
+	listed := map[string]bool{}
+	out := Array{}
+	for _, k := range c.d.st.Keys(pattern) {
+		listed[k] = true
+		if e, ok := c.d.entries[k]; ok && !e.exists {
+			continue // deleted by this script
+		}
+		out = append(out, Bulk(k))
+	}
+	for k, e := range c.d.entries {
+		if e.exists && !listed[k] && match.Match(k, pattern) {
+			out = append(out, Bulk(k))
+		}
+	}
+	return out
 }

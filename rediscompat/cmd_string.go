@@ -74,14 +74,11 @@ func parseSet(c *call) (setOptions, Reply) {
 			if opt == "EX" || opt == "EXAT" {
 				unit = time.Second
 			}
-			v, ok := parseInt(c.args[i+1])
-			if !ok {
-				return o, errNotInteger
+			exp, bad := c.positiveExpiry(c.args[i+1], unit, strings.HasSuffix(opt, "AT"), "set")
+			if bad != nil {
+				return o, bad
 			}
-			if v <= 0 || v > math.MaxInt64/int64(unit) {
-				return o, Error("ERR invalid expire time in 'set' command")
-			}
-			o.exp, _ = c.parseExpiry(c.args[i+1], unit, strings.HasSuffix(opt, "AT"))
+			o.exp = exp
 			expiring = true
 			i++
 		default:
@@ -161,18 +158,15 @@ func cmdSetnx(c *call) Reply {
 }
 
 func setex(c *call, unit time.Duration) Reply {
-	v, ok := parseInt(c.args[2])
-	if !ok {
-		return errNotInteger
-	}
-	if v <= 0 || v > math.MaxInt64/int64(unit) {
-		return Error("ERR invalid expire time in '" + strings.ToLower(c.arg(0)) + "' command")
+	exp, bad := c.positiveExpiry(c.args[2], unit, false, strings.ToLower(c.arg(0)))
+	if bad != nil {
+		return bad
 	}
 	e := c.get(c.arg(1))
 	if e == nil {
 		return errStore
 	}
-	c.d.setString(e, c.arg(3), ttlSet, time.Duration(v)*unit)
+	c.d.setString(e, c.arg(3), ttlSet, exp.ttl)
 	return replyOK
 }
 
@@ -212,14 +206,10 @@ func cmdGetex(c *call) Reply {
 			if opt == "EX" || opt == "EXAT" {
 				unit = time.Second
 			}
-			v, ok := parseInt(c.args[i+1])
-			if !ok {
-				return errNotInteger
+			var bad Reply
+			if exp, bad = c.positiveExpiry(c.args[i+1], unit, strings.HasSuffix(opt, "AT"), "getex"); bad != nil {
+				return bad
 			}
-			if v <= 0 || v > math.MaxInt64/int64(unit) {
-				return Error("ERR invalid expire time in 'getex' command")
-			}
-			exp, _ = c.parseExpiry(c.args[i+1], unit, strings.HasSuffix(opt, "AT"))
 			i++
 		default:
 			return errSyntax

@@ -124,23 +124,51 @@ type expiry struct {
 	ttl time.Duration // relative to now; may be zero or negative (already expired)
 }
 
+// maxKeyTTL is the longest TTL fencer keeps: a key given a longer one (a
+// lock "forever": 1000 years) keeps this one, a listed difference (its
+// deadline is timed in nanoseconds).
+const maxKeyTTL = 100 * 365 * 24 * time.Hour
+
 // parseExpiry turns the argument of EX, PX, EXAT, PXAT (or of EXPIRE and its
 // kin) into a TTL from now, with the leader's wall clock for the absolute
-// forms. It fails as Redis does: not an integer, or out of range.
+// forms. It fails as Redis does: not an integer, or an expire time that
+// overflows a millisecond count once made absolute. A TTL beyond maxKeyTTL
+// is kept as maxKeyTTL.
 func (c *call) parseExpiry(arg []byte, unit time.Duration, absolute bool) (expiry, bool) {
 	v, ok := parseInt(arg)
 	if !ok {
 		return expiry{}, false
 	}
-	limit := int64(math.MaxInt64) / int64(unit)
-	if v > limit || v < -limit {
+	per := int64(unit / time.Millisecond)
+	if v > math.MaxInt64/per || v < math.MinInt64/per {
 		return expiry{}, false
 	}
-	d := time.Duration(v) * unit
+	msv := v * per
+	nowMS := c.d.now.UnixMilli()
 	if absolute {
-		d -= time.Duration(c.d.now.UnixNano())
+		msv -= nowMS
+	} else if msv > math.MaxInt64-nowMS {
+		return expiry{}, false
+	}
+	d := time.Duration(msv) * time.Millisecond
+	if msv > int64(maxKeyTTL/time.Millisecond) {
+		d = maxKeyTTL
 	}
 	return expiry{set: true, ttl: d}, true
+}
+
+// positiveExpiry parses the expire time of SET, SETEX, PSETEX and GETEX:
+// an integer, positive, that does not overflow; bad is Redis's error.
+func (c *call) positiveExpiry(arg []byte, unit time.Duration, absolute bool, cmd string) (expiry, Reply) {
+	v, ok := parseInt(arg)
+	if !ok {
+		return expiry{}, errNotInteger
+	}
+	exp, ok := c.parseExpiry(arg, unit, absolute)
+	if v <= 0 || !ok {
+		return expiry{}, Error("ERR invalid expire time in '" + cmd + "' command")
+	}
+	return exp, nil
 }
 
 // get loads key; nil if the store failed.

@@ -21,6 +21,7 @@ type store interface {
 	Del(key string) (bool, error)
 	Remembered(key string) (string, bool, error)
 	Release(key, owner string, redis bool) (bool, error)
+	Keys(pattern string) []string
 }
 
 // ttlMode says what a write does to a key's TTL.

@@ -90,6 +90,7 @@ func newVM() *vm {
 	mathlib.RawSetString("randomseed", L.NewFunction(rng.seed))
 	v.rngReset = rng.reset
 
+	g.RawSetString(forNumberName, L.NewFunction(forNumber))
 	g.RawSetString("cjson", newCjson(L))
 	g.RawSetString("bit", newBit(L))
 	g.RawSetString("redis", v.newRedis())
@@ -260,6 +261,7 @@ func compile(body string) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, err
 	}
+	coerceForLoops(chunk)
 	return lua.Compile(chunk, "user_script")
 }
 

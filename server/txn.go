@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/tidwall/match"
 )
 
 // maxTxnAttempts bounds how often Update works a transaction out again after
@@ -292,6 +293,35 @@ func (tx *Tx) Put(key string, kind fsm.Kind, value string, ttl time.Duration, ke
 		tx.newLocks++
 	}
 	return err
+}
+
+// Keys returns the keys matching pattern (a Redis glob) as the transaction
+// sees them: the table's, less those whose TTL ran out on the leader, with
+// the transaction's own writes. The listing is guarded as a whole: the entry
+// applies only if the same keys match when it is applied (fsm.Scan). It
+// reads the whole table.
+func (tx *Tx) Keys(pattern string) []string {
+	n := tx.n
+	raw := tx.d.Scan(pattern)
+	seen := make(map[string]bool, len(raw))
+	var out []string
+	n.mu.Lock()
+	for _, k := range raw {
+		seen[k] = true
+		if tx.d.Read(k) {
+			continue // the draft's own state, below
+		}
+		if l, held := n.table.Get(k); held && n.leases.remaining(l, tx.now) > 0 {
+			out = append(out, k)
+		}
+	}
+	n.mu.Unlock()
+	tx.d.Keys(func(k string) {
+		if _, held := tx.d.Get(k); held && (seen[k] || match.Match(k, pattern)) {
+			out = append(out, k)
+		}
+	})
+	return out
 }
 
 // Del deletes key, whatever it holds, and reports whether it existed.

@@ -34,6 +34,8 @@ const (
 	wlLinearizable workloadKind = iota
 	wlExpiry
 	wlFenced
+	wlRedisLua // Redis-compatible: SET NX, Lua extend and release
+	wlRedsync  // Redis-compatible: go-redsync/redsync
 )
 
 // campaign is one run's configuration.
@@ -87,7 +89,7 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 	t.Helper()
 	c := campaign{nodes: n, duration: defaultDuration, clientsPerNode: defaultClients, bin: fencerdBin,
 		seed:      uint64(time.Now().UnixNano()),
-		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced},
+		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync},
 		kinds:     deck, first: killLeader}
 	if s := os.Getenv("CHAOS_NODES"); s != "" && !slices.Contains(atois(t, "CHAOS_NODES", strings.Fields(s)), n) {
 		return c, false
@@ -191,6 +193,10 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 					exp.run(cl, clientStop)
 				case wlFenced:
 					fenced.run(cl, clientStop)
+				case wlRedisLua:
+					fenced.runRedisLua(cl, clientStop)
+				case wlRedsync:
+					fenced.runRedsync(cl, c, clientStop)
 				}
 			}()
 		}
@@ -230,7 +236,7 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 		rep.results = append(rep.results, lin.check(dir))
 	}
 	rep.results = append(rep.results, checkEarlyExpiry(all))
-	if slices.Contains(cfg.workloads, wlFenced) {
+	if slices.Contains(cfg.workloads, wlFenced) || slices.Contains(cfg.workloads, wlRedisLua) || slices.Contains(cfg.workloads, wlRedsync) {
 		rep.results = append(rep.results, fenced.check())
 	}
 	rep.results = append(rep.results, checkTokens(all, nm.restarts))

@@ -1,0 +1,1 @@
+if redis.call('get', ARGV[1]) == ARGV[2] then return redis.call('pexpire', ARGV[1], ARGV[3]) end return 0

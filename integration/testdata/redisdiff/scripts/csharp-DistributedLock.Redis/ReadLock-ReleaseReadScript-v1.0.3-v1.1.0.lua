@@ -1,0 +1,1 @@
+redis.call('srem', ARGV[1], ARGV[2])

@@ -1,0 +1,1 @@
+redis.call('srem', KEYS[1], ARGV[1])

@@ -1,0 +1,1 @@
+if redis.call('exists', ARGV[1]) == 1 then return 0 end redis.call('sadd', ARGV[2], ARGV[3]) local readerTtl = redis.call('pttl', ARGV[2]) if readerTtl < tonumber(ARGV[4]) then redis.call('pexpire', ARGV[2], ARGV[4]) end return 1

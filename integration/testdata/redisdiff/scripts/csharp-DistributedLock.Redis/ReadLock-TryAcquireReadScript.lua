@@ -1,0 +1,1 @@
+if redis.call('exists', KEYS[1]) == 1 then return 0 end redis.call('sadd', KEYS[2], ARGV[1]) local readerTtl = redis.call('pttl', KEYS[2]) if readerTtl < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[2], ARGV[2]) end return 1

@@ -1,0 +1,1 @@
+if redis.call('sismember', ARGV[1], ARGV[2]) == 0 then return 0 end if redis.call('pttl', ARGV[1]) < tonumber(ARGV[3]) then redis.call('pexpire', ARGV[1], ARGV[3]) end return 1

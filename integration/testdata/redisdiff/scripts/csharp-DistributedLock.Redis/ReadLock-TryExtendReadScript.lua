@@ -1,0 +1,1 @@
+if redis.call('sismember', KEYS[1], ARGV[1]) == 0 then return 0 end if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1

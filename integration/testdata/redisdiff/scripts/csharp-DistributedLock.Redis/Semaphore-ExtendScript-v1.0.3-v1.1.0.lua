@@ -1,0 +1,1 @@
+redis.replicate_commands() local nowResult = redis.call('time') local nowMillis = (tonumber(nowResult[1]) * 1000.0) + (tonumber(nowResult[2]) / 1000.0) local result = redis.call('zadd', ARGV[1], 'XX', 'CH', nowMillis + tonumber(ARGV[2]), ARGV[3]) local keyTtl = redis.call('pttl', ARGV[1]) if keyTtl < tonumber(ARGV[4]) then redis.call('pexpire', ARGV[1], ARGV[4]) end return result

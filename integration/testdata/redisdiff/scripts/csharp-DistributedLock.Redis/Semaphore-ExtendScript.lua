@@ -1,0 +1,1 @@
+redis.replicate_commands() local nowResult = redis.call('time') local nowMillis = (tonumber(nowResult[1]) * 1000.0) + (tonumber(nowResult[2]) / 1000.0) local result = redis.call('zadd', KEYS[1], 'XX', 'CH', nowMillis + tonumber(ARGV[1]), ARGV[2]) local keyTtl = redis.call('pttl', KEYS[1]) if keyTtl < tonumber(ARGV[3]) then redis.call('pexpire', KEYS[1], ARGV[3]) end return result

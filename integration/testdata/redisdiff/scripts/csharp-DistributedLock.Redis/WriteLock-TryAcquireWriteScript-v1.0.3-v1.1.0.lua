@@ -1,0 +1,1 @@
+local writerValue = redis.call('get', ARGV[1]) if writerValue == false or writerValue == ARGV[2] .. '_WRITERWAITING' then if redis.call('scard', ARGV[3]) == 0 then redis.call('set', ARGV[1], ARGV[2], 'px', ARGV[4]) return 1 end if writerValue ~= false then redis.call('pexpire', ARGV[1], ARGV[4]) end end return 0

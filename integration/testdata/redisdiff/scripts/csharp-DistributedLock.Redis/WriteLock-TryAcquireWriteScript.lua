@@ -1,0 +1,1 @@
+local writerValue = redis.call('get', KEYS[1]) if writerValue == false or writerValue == ARGV[1] .. '_WRITERWAITING' then if redis.call('scard', KEYS[2]) == 0 then redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2]) return 1 end if writerValue ~= false then redis.call('pexpire', KEYS[1], ARGV[2]) end end return 0

@@ -1,0 +1,1 @@
+local currentTime = tonumber(ARGV[1]);local currentThread = ARGV[2];if (redis.call('exists',KEYS[1]) > 0) then   for i=4, #ARGV, 1 do        local expireTime = redis.call('hget', KEYS[1], ARGV[i]..':'..currentThread..':expire_time');        if(expireTime == false or tonumber(expireTime) < currentTime) then            return 0;       end;   end; else   return 0;end;return 1;

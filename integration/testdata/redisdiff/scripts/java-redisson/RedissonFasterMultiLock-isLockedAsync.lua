@@ -1,0 +1,1 @@
+local currentTime = tonumber(ARGV[1]);for i = 2,#ARGV,1 do   local localThread = redis.call('hget', KEYS[1], ARGV[i]);   if(localThread ~= false) then       local expireTime = redis.call('hget', KEYS[1], ARGV[i]..':'..localThread..':expire_time');       if (expireTime ~= false and tonumber(expireTime) >= currentTime) then           return 1;       end;   end;end;return 0;

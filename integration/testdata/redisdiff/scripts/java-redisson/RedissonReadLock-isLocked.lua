@@ -1,0 +1,1 @@
+local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == 'read') or (mode == 'write' and redis.call('hlen', KEYS[1]) > 2) then return 1; end; return 0; 

@@ -1,0 +1,9 @@
+
+            if redis.call("GET", KEYS[1]) == ARGV[1] then
+                return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+            elseif redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+                return 1
+            else
+                return 0
+            end
+        
