@@ -18,6 +18,12 @@
 // ring or bridge, one-way); client pauses longer than the TTL; removing a
 // node, wiping it and joining it again; leadership transfer.
 //
+// Workloads: native acquires checked for linearizability (long TTLs) and for
+// early expiry (short TTLs); a fenced read-modify-write through native
+// acquires, through SET NX with the Lua extend and release scripts of Redis's
+// distributed-lock page (run by fencer's Lua engine), and through
+// go-redsync/redsync.
+//
 // Checkers: linearizability of acquire, release and status with porcupine
 // (long TTLs); no early expiry (short TTLs); fenced read-modify-write on an
 // in-process store guarded by fence.Memory (no acknowledged write lost);
