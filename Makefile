@@ -70,7 +70,7 @@ fuzz_run = $(GO) test $(1) -run '^$$' -fuzz '^$(2)$$' -fuzztime $(3)
 fuzz:
 	$(call fuzz_run,./fsm,FuzzDecode,$(FUZZTIME))
 	$(call fuzz_run,./fsm,FuzzSnapshot,$(FUZZTIME))
-	$(call fuzz_run,./redisbridge,FuzzReadReply,$(FUZZTIME))
+	$(call fuzz_run,./internal/resp,FuzzReadRaw,$(FUZZTIME))
 	$(call fuzz_run,./redisbridge,FuzzGuard,$(FUZZTIME))
 	$(call fuzz_run,./redisbridge,FuzzBridge,$(FUZZTIME))
 
@@ -82,7 +82,7 @@ fuzz:
 fuzz-short:
 	$(call fuzz_run,./fsm,FuzzDecode,100000x)
 	$(call fuzz_run,./fsm,FuzzSnapshot,80000x)
-	$(call fuzz_run,./redisbridge,FuzzReadReply,35000x)
+	$(call fuzz_run,./internal/resp,FuzzReadRaw,35000x)
 	$(call fuzz_run,./redisbridge,FuzzGuard,35000x)
 	$(call fuzz_run,./redisbridge,FuzzBridge,5000x)
 

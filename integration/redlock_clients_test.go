@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -274,3 +276,66 @@ const redsyncDeleteText = `
 		return 0
 	end
 `
+
+// TestEvalshaAfterLeaderChange: the script cache is each node's own, so a
+// new leader has never seen the scripts the clients loaded on the old one.
+// Each real client, sent to the new leader, gets NOSCRIPT for its first
+// EVALSHA and recovers as it does against a restarted Redis (redsync and
+// node-redlock with EVAL, redis-py with SCRIPT LOAD); a client still on the
+// old leader, now a follower, has its EVALSHA forwarded as EVAL.
+func TestEvalshaAfterLeaderChange(t *testing.T) {
+	tools := rlInstall(t)
+	env := rlStart(t, rlOneAddress)
+	old := env.leader(t, nil)
+	onOld := &rlEnv{topo: rlSingle, nodes: env.nodes, addrs: []string{env.nodes[old].addr}}
+	rlRedsyncContention(t, onOld, "es-rs", 2, 2, nil)
+	tools.runNodeRedlock(t, onOld, "5", "es-nr", 2, 2, 20*time.Millisecond, 30*time.Second)
+	tools.runRedisPy(t, onOld, "es-py", 2, 2)
+
+	next := (old + 1) % len(env.nodes)
+	nodeIDs := make([]string, len(env.nodes))
+	// Hand leadership to next and wait until every node names it.
+	deadline := time.Now().Add(rlReady)
+	for {
+		v, err := rlDo(env.nodes[old].addr, requestTimeout, "FENCE.MEMBERS")
+		if err == nil {
+			if rows, ok := v.([]any); ok {
+				for _, row := range rows {
+					if r, ok := row.([]any); ok && len(r) >= 3 && r[2] == env.nodes[next].addr {
+						if id, ok := r[0].(string); ok {
+							nodeIDs[next] = id
+						}
+					}
+				}
+			}
+		}
+		if nodeIDs[next] != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FENCE.MEMBERS did not name node %d: %v %v", next+1, v, err)
+		}
+		time.Sleep(rlPoll)
+	}
+	if v, err := rlDo(env.nodes[old].addr, requestTimeout, "FENCE.TRANSFER", nodeIDs[next]); err != nil || v != "OK" {
+		t.Fatalf("FENCE.TRANSFER: %v %v", v, err)
+	}
+	if got := env.leader(t, nil); got != next {
+		t.Fatalf("leader is node %d, want node %d", got+1, next+1)
+	}
+	for _, a := range []string{env.nodes[next].addr} {
+		if v, err := rlDo(a, requestTimeout, "SCRIPT", "EXISTS", scriptSHA1hex(redsyncDeleteText)); err != nil || fmt.Sprint(v) != "[0]" {
+			t.Fatalf("the new leader already has redsync's script (%v, %v): the test would show nothing", v, err)
+		}
+	}
+	onNew := &rlEnv{topo: rlSingle, nodes: env.nodes, addrs: []string{env.nodes[next].addr}}
+	rlRedsyncContention(t, onNew, "es-rs2", 2, 2, nil)
+	tools.runNodeRedlock(t, onNew, "5", "es-nr2", 2, 2, 20*time.Millisecond, 30*time.Second)
+	tools.runRedisPy(t, onNew, "es-py2", 2, 2)
+	rlRedsyncContention(t, onOld, "es-rs3", 2, 2, nil)
+}
+
+func scriptSHA1hex(text string) string {
+	sum := sha1.Sum([]byte(text))
+	return hex.EncodeToString(sum[:])
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/tidwall/match"
 )
 
@@ -259,5 +260,5 @@ func (c *Config) userTable() (map[string]*User, []byte, error) {
 	case u.Pattern != "*" || u.Password == "":
 		return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: user %q needs pattern * and a plain-text password", fwd)
 	}
-	return users, encodeCommand([]byte("AUTH"), []byte(u.Name), []byte(u.Password)), nil
+	return users, resp.AppendCommand(nil, []byte("AUTH"), []byte(u.Name), []byte(u.Password)), nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -72,9 +73,9 @@ func TestAuthPatternIsEnforcedPerUser(t *testing.T) {
 // itself; without it the leader refuses it.
 func TestForwardingConnectionAuthenticates(t *testing.T) {
 	addr := startAuth(t)
-	cmd := encodeCommand([]byte("GET"), []byte("other"))
+	cmd := resp.AppendCommand(nil, []byte("GET"), []byte("other"))
 
-	f := newForwarder(encodeCommand([]byte("AUTH"), []byte("default"), []byte("sekret")), nil)
+	f := newForwarder(resp.AppendCommand(nil, []byte("AUTH"), []byte("default"), []byte("sekret")), nil)
 	defer f.close()
 	reply, _, err := f.roundTrip(t.Context(), addr, 2, cmd)
 	require.NoError(t, err)
@@ -124,11 +125,11 @@ bob sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 bob:
 // Joining a cluster that requires authentication sends AUTH first.
 func TestJoinAuthenticates(t *testing.T) {
 	addr := startAuth(t)
-	join := encodeCommand([]byte("FENCE.JOIN"))
+	join := resp.AppendCommand(nil, []byte("FENCE.JOIN"))
 	err := joinOnce(t.Context(), addr, join, nil)
 	assert.ErrorContains(t, err, "NOAUTH")
-	wrong := append(encodeCommand([]byte("AUTH"), []byte("default"), []byte("wrong")), join...)
+	wrong := append(resp.AppendCommand(nil, []byte("AUTH"), []byte("default"), []byte("wrong")), join...)
 	assert.ErrorContains(t, joinOnce(t.Context(), addr, wrong, nil), "WRONGPASS")
-	right := append(encodeCommand([]byte("AUTH"), []byte("default"), []byte("sekret")), join...)
+	right := append(resp.AppendCommand(nil, []byte("AUTH"), []byte("default"), []byte("sekret")), join...)
 	assert.ErrorContains(t, joinOnce(t.Context(), addr, right, nil), "wrong number of arguments", "authenticated: the join itself is answered")
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/tidwall/redcon"
 )
 
@@ -16,7 +17,7 @@ import (
 func pipelined(n int) []byte {
 	var buf []byte
 	for i := range n {
-		buf = append(buf, encodeCommand([]byte("FENCE.ACQUIRE"), []byte("orders:"+strconv.Itoa(i)),
+		buf = append(buf, resp.AppendCommand(nil, []byte("FENCE.ACQUIRE"), []byte("orders:"+strconv.Itoa(i)),
 			[]byte("3f0c1a9e-worker-7"), []byte("10000"))...)
 	}
 	return buf
@@ -62,16 +63,16 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	pair := func(b *testing.B, c net.Conn, rd *bufio.Reader) {
 		i := strconv.FormatInt(next.Add(1), 10)
 		key, owner := []byte("k"+i), []byte("o"+i)
-		if _, err := c.Write(encodeCommand([]byte("FENCE.ACQUIRE"), key, owner, []byte("10000"))); err != nil {
+		if _, err := c.Write(resp.AppendCommand(nil, []byte("FENCE.ACQUIRE"), key, owner, []byte("10000"))); err != nil {
 			b.Fatal(err)
 		}
-		if r, err := readReply(rd); err != nil || r[0] != '*' {
+		if r, err := resp.ReadRaw(rd); err != nil || r[0] != '*' {
 			b.Fatalf("acquire: %q %v", r, err)
 		}
-		if _, err := c.Write(encodeCommand([]byte("FENCE.RELEASE"), key, owner)); err != nil {
+		if _, err := c.Write(resp.AppendCommand(nil, []byte("FENCE.RELEASE"), key, owner)); err != nil {
 			b.Fatal(err)
 		}
-		if r, err := readReply(rd); err != nil || string(r) != ":1\r\n" {
+		if r, err := resp.ReadRaw(rd); err != nil || string(r) != ":1\r\n" {
 			b.Fatalf("release: %q %v", r, err)
 		}
 	}
@@ -81,8 +82,8 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, _ = c.Write(encodeCommand([]byte("FENCE.ACQUIRE"), []byte("ready"), []byte("o"), []byte("1000")))
-		r, err := readReply(bufio.NewReader(c))
+		_, _ = c.Write(resp.AppendCommand(nil, []byte("FENCE.ACQUIRE"), []byte("ready"), []byte("o"), []byte("1000")))
+		r, err := resp.ReadRaw(bufio.NewReader(c))
 		_ = c.Close()
 		if err == nil && r[0] == '*' {
 			break

@@ -506,6 +506,8 @@ func writeErr(c redcon.Conn, err error) {
 	case errors.Is(err, context.DeadlineExceeded):
 		// Not proposed: ctx ran out before the command reached Raft.
 		c.WriteError("TIMEOUT the request timed out before it took effect; retry later")
+	case errors.Is(err, server.ErrWrongType):
+		c.WriteError("WRONGTYPE Operation against a key holding the wrong kind of value")
 	case errors.Is(err, server.ErrConflict):
 		c.WriteError("TIMEOUT " + strings.TrimPrefix(err.Error(), "server: ") + "; nothing was done: retry later")
 	default:

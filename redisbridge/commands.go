@@ -2,8 +2,11 @@ package redisbridge
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/fencerlock/fencer/rediscompat"
 )
 
 // cmdSpec describes one command for COMMAND, COMMAND INFO and COMMAND DOCS,
@@ -30,20 +33,6 @@ var commandSpecs = map[string]cmdSpec{
 	"reset":        {arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"}, group: "connection", summary: "Resets the connection."},
 	"info":         {arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"}, group: "server", summary: "Returns information about the server."},
 	"command":      {arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"}, group: "server", summary: "Returns detailed information about the commands.", subcommands: []string{"count", "info", "docs", "list"}},
-	"set":          {arity: -3, flags: []string{"write", "denyoom"}, first: 1, last: 1, step: 1, acl: []string{"@write", "@string", "@slow"}, group: "string", summary: "Acquires a lock: SET key value NX [PX ms|EX s]."},
-	"setnx":        {arity: 3, flags: []string{"write", "denyoom", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@write", "@string", "@fast"}, group: "string", summary: "Acquires a lock for the default lock TTL."},
-	"get":          {arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, group: "string", summary: "Returns the value (owner) holding a lock."},
-	"del":          {arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, acl: []string{"@keyspace", "@write", "@slow"}, group: "generic", summary: "Frees locks whoever holds them."},
-	"unlink":       {arity: -2, flags: []string{"write", "fast"}, first: 1, last: -1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, group: "generic", summary: "Frees locks whoever holds them."},
-	"exists":       {arity: -2, flags: []string{"readonly", "fast"}, first: 1, last: -1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, group: "generic", summary: "Counts the held locks among the keys."},
-	"pexpire":      {arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, group: "generic", summary: "Renews a lock's lease, whoever holds it, in milliseconds."},
-	"expire":       {arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@write", "@fast"}, group: "generic", summary: "Renews a lock's lease, whoever holds it, in seconds."},
-	"pttl":         {arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, group: "generic", summary: "Returns a lock's remaining lease in milliseconds."},
-	"ttl":          {arity: 2, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, group: "generic", summary: "Returns a lock's remaining lease in seconds."},
-	"hexists":      {arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, group: "hash", summary: "Redisson: whether the field (owner) holds the lock."},
-	"hget":         {arity: 3, flags: []string{"readonly", "fast"}, first: 1, last: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, group: "hash", summary: "Redisson: the hold count of the field (owner)."},
-	"eval":         {arity: -3, flags: []string{"noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"}, acl: []string{"@slow", "@scripting"}, group: "scripting", summary: "Runs one of the known lock scripts."},
-	"evalsha":      {arity: -3, flags: []string{"noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"}, acl: []string{"@slow", "@scripting"}, group: "scripting", summary: "Runs one of the known lock scripts by its SHA1."},
 	"script":       {arity: -2, acl: []string{"@slow"}, group: "scripting", summary: "A container for script commands.", subcommands: []string{"load", "exists", "flush"}},
 	"subscribe":    {arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Listens for messages published to channels."},
 	"unsubscribe":  {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Stops listening to channels."},
@@ -65,6 +54,22 @@ var commandSpecs = map[string]cmdSpec{
 	"fence.remove":    {arity: 2, flags: []string{"write"}, group: "fencer", summary: "Removes a member: id."},
 	"fence.transfer":  {arity: -1, flags: []string{"write"}, group: "fencer", summary: "Transfers leadership: [id]."},
 	"fence.forwarded": {arity: 1, group: "fencer", summary: "Marks a connection as one a node forwards commands over."},
+}
+
+func init() {
+	// The Redis commands and scripts of the Redis-compatible layer.
+	for _, name := range rediscompat.Names() {
+		if _, own := commandSpecs[name]; own {
+			continue
+		}
+		d, _ := rediscompat.Describe(name)
+		acl := []string{"@slow"}
+		if slices.Contains(d.Flags, "fast") {
+			acl = []string{"@fast"}
+		}
+		commandSpecs[name] = cmdSpec{arity: d.Arity, flags: d.Flags, first: d.First, last: d.Last, step: d.Step,
+			acl: acl, group: d.Group, summary: d.Summary}
+	}
 }
 
 // hasSubcommands are the container commands, named "name|sub" in errors.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/rediscompat"
 	"github.com/tidwall/match"
 	"github.com/tidwall/redcon"
@@ -68,7 +69,7 @@ func (r *request) withEvalBody(engine *rediscompat.Engine) *request {
 	args[1] = []byte(body)
 	cp := *r
 	cp.args = args
-	cp.raw = encodeCommand(args...)
+	cp.raw = resp.AppendCommand(nil, args...)
 	return &cp
 }
 

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // forwardDialTimeout bounds connecting to the leader.
@@ -72,7 +73,7 @@ func (f *forwarder) roundTrip(ctx context.Context, addr string, proto int, raw [
 		_ = fc.Close()
 		return nil, true, err
 	}
-	reply, err = readReply(fc.rd)
+	reply, err = resp.ReadRaw(fc.rd)
 	if !stop() || err != nil {
 		_ = fc.Close()
 		if err == nil {
@@ -120,12 +121,12 @@ func (f *forwarder) get(ctx context.Context, pk poolKey) (*fconn, error) {
 			return nil, err
 		}
 	}
-	if err := fc.handshake(encodeCommand([]byte("FENCE.FORWARDED")), "+OK\r\n"); err != nil {
+	if err := fc.handshake(resp.AppendCommand(nil, []byte("FENCE.FORWARDED")), "+OK\r\n"); err != nil {
 		_ = fc.Close()
 		return nil, err
 	}
 	if pk.proto == 3 {
-		if err := fc.handshake(encodeCommand([]byte("HELLO"), []byte("3")), "%"); err != nil {
+		if err := fc.handshake(resp.AppendCommand(nil, []byte("HELLO"), []byte("3")), "%"); err != nil {
 			_ = fc.Close()
 			return nil, err
 		}
@@ -150,7 +151,7 @@ func (fc *fconn) handshake(cmd []byte, want string) error {
 	if _, err := fc.Write(cmd); err != nil {
 		return err
 	}
-	reply, err := readReply(fc.rd)
+	reply, err := resp.ReadRaw(fc.rd)
 	if err != nil {
 		return err
 	}
@@ -180,20 +181,4 @@ func (f *forwarder) close() {
 		}
 	}
 	f.idle = nil
-}
-
-// encodeCommand encodes args as a RESP array of bulk strings.
-func encodeCommand(args ...[]byte) []byte {
-	out := make([]byte, 0, 64)
-	out = append(out, '*')
-	out = strconv.AppendInt(out, int64(len(args)), 10)
-	out = append(out, '\r', '\n')
-	for _, a := range args {
-		out = append(out, '$')
-		out = strconv.AppendInt(out, int64(len(a)), 10)
-		out = append(out, '\r', '\n')
-		out = append(out, a...)
-		out = append(out, '\r', '\n')
-	}
-	return out
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,5 +73,5 @@ func TestForwardingKeepsOneDeadlinePerRequest(t *testing.T) {
 
 // readCommandLine reads one RESP array of bulk strings and discards it.
 func readCommandLine(rd *bufio.Reader) ([]byte, error) {
-	return readReply(rd)
+	return resp.ReadRaw(rd)
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // The guard reads each connection's bytes before redcon does. redcon's
@@ -194,7 +196,7 @@ func (g *guard) keep(b []byte) {
 // complete hands over the command just read, or its placeholder.
 func (g *guard) complete() {
 	if g.over != "" {
-		g.out = append(g.out, encodeCommand([]byte(overLimitCmd), []byte(g.over))...)
+		g.out = append(g.out, resp.AppendCommand(nil, []byte(overLimitCmd), []byte(g.over))...)
 	} else {
 		g.out = append(g.out, g.held...)
 	}

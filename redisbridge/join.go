@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // joinRetry is the pause between rounds of join attempts.
@@ -27,9 +29,9 @@ func JoinCluster(ctx context.Context, addrs []string, id, raftAddr, clientAddr s
 // it authenticates as user (a user with pattern "*") first. An empty user
 // sends no AUTH. A non-nil tlsCfg connects over TLS.
 func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
-	cmd := encodeCommand([]byte("FENCE.JOIN"), []byte(id), []byte(raftAddr), []byte(clientAddr))
+	cmd := resp.AppendCommand(nil, []byte("FENCE.JOIN"), []byte(id), []byte(raftAddr), []byte(clientAddr))
 	if user != "" {
-		cmd = append(encodeCommand([]byte("AUTH"), []byte(user), []byte(password)), cmd...)
+		cmd = append(resp.AppendCommand(nil, []byte("AUTH"), []byte(user), []byte(password)), cmd...)
 	}
 	for {
 		for _, addr := range addrs {
@@ -62,13 +64,13 @@ func joinOnce(ctx context.Context, addr string, cmd []byte, tlsCfg *tls.Config) 
 		return err
 	}
 	rd := bufio.NewReader(conn)
-	reply, err := readReply(rd)
+	reply, err := resp.ReadRaw(rd)
 	if err != nil {
 		return err
 	}
 	if bytes.HasPrefix(cmd, []byte("*3\r\n$4\r\nAUTH")) && string(reply) == "+OK\r\n" {
 		// That was AUTH's reply; the join's follows.
-		if reply, err = readReply(rd); err != nil {
+		if reply, err = resp.ReadRaw(rd); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/server"
 )
 
@@ -123,7 +124,7 @@ func (b *Bridge) acquire(r *request) {
 			writeErr(r.c, err)
 			return
 		case errors.As(err, &nl) && nl.LeaderAddr != "":
-			raw := encodeCommand(args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
+			raw := resp.AppendCommand(nil, args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
 			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, raw)
 			switch {
 			case ferr != nil:

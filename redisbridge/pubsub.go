@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/tidwall/redcon"
 )
 
@@ -257,7 +258,7 @@ func (b *Bridge) relayPublish(shard bool, channel, msg []byte) {
 	if shard {
 		cmd = []byte("SPUBLISH")
 	}
-	raw := encodeCommand(cmd, channel, msg)
+	raw := resp.AppendCommand(nil, cmd, channel, msg)
 	go func() {
 		ctx, cancel := context.WithTimeout(b.ctx, relayTimeout)
 		defer cancel()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/server"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -62,7 +63,7 @@ func (rc *rawConn) do(args ...string) string {
 	for _, a := range args {
 		bs = append(bs, []byte(a))
 	}
-	_, err := rc.c.Write(encodeCommand(bs...))
+	_, err := rc.c.Write(resp.AppendCommand(nil, bs...))
 	require.NoError(rc.t, err)
 	return rc.read()
 }
@@ -71,7 +72,7 @@ func (rc *rawConn) do(args ...string) string {
 func (rc *rawConn) read() string {
 	rc.t.Helper()
 	require.NoError(rc.t, rc.c.SetReadDeadline(time.Now().Add(15*time.Second)))
-	reply, err := readReply(rc.rd)
+	reply, err := resp.ReadRaw(rc.rd)
 	require.NoError(rc.t, err)
 	return string(reply)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/internal/testca"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -46,7 +47,7 @@ func TestTLSClientPort(t *testing.T) {
 	// The forwarder dials a TLS leader with its node certificate.
 	f := newForwarder(nil, good)
 	defer f.close()
-	reply, _, err := f.roundTrip(t.Context(), addr, 2, encodeCommand([]byte("GET"), []byte("k")))
+	reply, _, err := f.roundTrip(t.Context(), addr, 2, resp.AppendCommand(nil, []byte("GET"), []byte("k")))
 	require.NoError(t, err)
 	assert.Equal(t, "$1\r\nv\r\n", string(reply))
 }

@@ -636,3 +636,29 @@ func (e *Engine) blockingPop(ctx context.Context, s *Session, cmd *command, args
 		}
 	}
 }
+
+// Spec describes a command as Redis's COMMAND reports it.
+type Spec struct {
+	Arity             int
+	Flags             []string
+	First, Last, Step int
+	Group, Summary    string
+}
+
+// Describe returns the Spec of the command named name (lower case).
+func Describe(name string) (Spec, bool) {
+	cmd, ok := commands[name]
+	if !ok {
+		return Spec{}, false
+	}
+	s := Spec{Arity: cmd.arity, First: cmd.first, Last: cmd.last, Step: cmd.step, Group: cmd.group, Summary: cmd.summary}
+	for _, f := range []struct {
+		flag flags
+		name string
+	}{{fWrite, "write"}, {fReadOnly, "readonly"}, {fNoScript, "noscript"}, {fFast, "fast"}, {fMovableKy, "movablekeys"}} {
+		if cmd.flags&f.flag != 0 {
+			s.Flags = append(s.Flags, f.name)
+		}
+	}
+	return s, true
+}
