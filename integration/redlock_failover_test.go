@@ -144,8 +144,8 @@ func TestRedlockRedissonWakeUpAcrossNodes(t *testing.T) {
 	if v, err := rlDo(waiterAddr, requestTimeout, "EVAL", lockText, 1, lock, 30000, waiter); err == nil || err.Error() != "redis: nil" {
 		t.Fatalf("waiter's retry: %v %v, want nil (granted)", v, err)
 	}
-	if v, err := rlDo(holderAddr, requestTimeout, "GET", lock); err != nil || v != waiter {
-		t.Fatalf("GET %s = %v %v, want the waiter", lock, v, err)
+	if v, err := rlDo(holderAddr, requestTimeout, "HEXISTS", lock, waiter); err != nil || v != int64(1) {
+		t.Fatalf("HEXISTS %s %s = %v %v, want 1: the waiter holds the lock", lock, waiter, v, err)
 	}
 
 	// A RESP3 client on a follower gets RESP3 replies to what the follower
