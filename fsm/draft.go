@@ -128,7 +128,8 @@ func (d *Draft) Apply(c Command) (*Result, error) {
 		return nil, ErrBadEntry
 	}
 	d.load(c.Key)
-	r := d.t.applyAt(d.pos, c)
+	d.cmds = append(d.cmds, c)
+	r := d.t.applyAt(d.pos, &d.cmds[len(d.cmds)-1])
 	if r.Code == Granted || r.Waiter == WaiterGranted {
 		if d.granted[c.Key] {
 			return nil, ErrRegrant
@@ -138,7 +139,6 @@ func (d *Draft) Apply(c Command) (*Result, error) {
 		}
 		d.granted[c.Key] = true
 	}
-	d.cmds = append(d.cmds, c)
 	d.results = append(d.results, r)
 	return r, nil
 }

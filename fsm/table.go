@@ -136,7 +136,7 @@ const (
 // Result is what Apply returns for every entry.
 type Result struct {
 	Position uint64  // the command's position: floor + index of its entry (+ its place in a batch)
-	Cmd      Command // the decoded command
+	Cmd      *Command // the decoded command (not to be changed)
 	Code     Code
 	// Lease is the key's lease after the entry; Token is zero if it is free.
 	Lease Lease
@@ -213,7 +213,7 @@ func (t *Table) Apply(l *raft.Log) interface{} {
 		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		return t.apply(l.Index, c)
+		return t.apply(l.Index, &c)
 	}
 	cmds, err := DecodeEntry(l.Data)
 	if err != nil {
@@ -229,7 +229,7 @@ func (t *Table) Apply(l *raft.Log) interface{} {
 func (t *Table) ApplyCommand(index uint64, c Command) *Result {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.apply(index, c)
+	return t.apply(index, &c)
 }
 
 // ApplyBatch applies already decoded commands as one entry at index, as Apply
@@ -243,9 +243,9 @@ func (t *Table) ApplyBatch(index uint64, cmds []Command) []*Result {
 func (t *Table) applyBatch(index uint64, cmds []Command) []*Result {
 	t.advance(index)
 	out := make([]*Result, len(cmds))
-	for i, c := range cmds {
+	for i := range cmds {
 		pos := t.floor + index + uint64(i)
-		out[i] = t.applyAt(pos, c)
+		out[i] = t.applyAt(pos, &cmds[i])
 		t.forget(pos)
 	}
 	if len(cmds) > 1 {
@@ -262,7 +262,7 @@ func (t *Table) advance(index uint64) {
 	t.lastIndex = index
 }
 
-func (t *Table) apply(index uint64, c Command) *Result {
+func (t *Table) apply(index uint64, c *Command) *Result {
 	t.advance(index)
 	pos := t.floor + index
 	r := t.applyAt(pos, c)
@@ -272,7 +272,7 @@ func (t *Table) apply(index uint64, c Command) *Result {
 
 // applyAt applies c at position pos. The caller then forgets what release
 // memory has outlived pos (once per command, a transaction counting as one).
-func (t *Table) applyAt(pos uint64, c Command) *Result {
+func (t *Table) applyAt(pos uint64, c *Command) *Result {
 	r := &Result{Position: pos, Cmd: c}
 	switch c.Op {
 	case OpMember:
@@ -298,8 +298,8 @@ func (t *Table) applyAt(pos uint64, c Command) *Result {
 		}
 		r.Code = Applied
 		r.Sub = make([]*Result, len(c.Txn.Cmds))
-		for i, sc := range c.Txn.Cmds {
-			r.Sub[i] = t.applyAt(pos, sc)
+		for i := range c.Txn.Cmds {
+			r.Sub[i] = t.applyAt(pos, &c.Txn.Cmds[i])
 		}
 		return r
 	}
@@ -393,7 +393,7 @@ func (t *Table) applyAt(pos uint64, c Command) *Result {
 // none. Unless c keeps the TTL, the lease restarts (a new version); with
 // KeepTTL a key keeps its TTL, its version and its node-local deadline,
 // except that a new token starts a new version (the deadline is still kept).
-func (t *Table) put(pos uint64, c Command, cur *Lease, r *Result) {
+func (t *Table) put(pos uint64, c *Command, cur *Lease, r *Result) {
 	l := &Lease{Owner: c.Owner, Kind: c.Kind, Data: c.Data, Mod: pos, TTL: c.TTL, Version: pos}
 	if cur != nil && cur.Kind == c.Kind {
 		l.Token = cur.Token

@@ -271,17 +271,20 @@ func (e *Engine) eval(ctx context.Context, s *Session, name string, args [][]byt
 	for i, k := range keys {
 		keyNames[i] = string(k)
 	}
-	argSet := make(map[string]bool, len(argv))
-	for _, a := range argv {
-		argSet[string(a)] = true
+	var argSet map[string]bool // what --redlock-multi-endpoint asks of ARGV
+	if e.cfg.RedlockMultiEndpoint {
+		argSet = make(map[string]bool, len(argv))
+		for _, a := range argv {
+			argSet[string(a)] = true
+		}
 	}
 	var reply Reply
 	var pubs []publication
 	err := e.node.Update(ctx, keyNames, func(tx *server.Tx) error {
 		d := e.newDB(tx, s)
 		d.argv = argSet
-		run := &scriptRun{e: e, d: d, s: s, readOnly: readOnly}
-		r, err := e.runScript(ctx, run, sc, keys, argv)
+		run := &scriptRun{ctx: ctx, e: e, d: d, s: s, readOnly: readOnly}
+		r, err := e.runScript(run, sc, keys, argv)
 		if err != nil {
 			return err
 		}
@@ -306,28 +309,21 @@ var errScriptTime = errors.New("the script ran past its time limit")
 // stopped by the limit, or by a fencer limit it met, has no effect: the
 // error says why. A Lua error is the script's reply, and what it wrote
 // before stays, as in Redis.
-func (e *Engine) runScript(ctx context.Context, run *scriptRun, sc *cachedScript, keys, argv [][]byte) (Reply, error) {
+func (e *Engine) runScript(run *scriptRun, sc *cachedScript, keys, argv [][]byte) (Reply, error) {
 	v, _ := e.vms.Get().(*vm)
 	if v == nil {
 		v = newVM()
 	}
-	sctx, cancel := context.WithTimeout(ctx, e.cfg.ScriptTimeLimit)
-	defer cancel()
-	r, err := v.exec(sctx, run, sc.proto, sc.sha, keys, argv)
-	if v.clean() {
+	r, err := v.exec(run, sc.proto, sc.sha, keys, argv, e.cfg.ScriptTimeLimit)
+	if v.clean() && v.ctx.Err() == nil {
 		e.vms.Put(v)
 	} else {
 		v.L.Close()
 	}
-	switch {
-	case err == nil:
-		return r, nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case errors.Is(err, context.DeadlineExceeded):
+	if errors.Is(err, errScriptTime) {
 		return nil, fmt.Errorf("%w: %v (%v); nothing it did took effect", server.ErrLimit, errScriptTime, e.cfg.ScriptTimeLimit)
 	}
-	return nil, err
+	return r, err
 }
 
 // cachedScript is a compiled script.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -30,16 +31,26 @@ const luaMaxString = 64 << 20
 
 type vm struct {
 	L       *lua.LState
-	globals *lua.LTable // the shared globals, read through envMeta
-	envMeta *lua.LTable
+	globals *lua.LTable // the shared globals, read through env's metatable
+	// env is the scripts' environment: KEYS, ARGV and _G, set for each
+	// run; anything else a script leaves in it makes the vm unclean.
+	env     *lua.LTable
 	proxies []*lua.LTable
 	run     *scriptRun
 	// rngReset reseeds math.random before every script.
 	rngReset func()
+	// ctx is the interpreter's context for good; timer cancels it when a
+	// script runs past its time limit, and a vm whose timer fired is not
+	// reused. (A context of each run's own would cost a timer and a
+	// context per script.)
+	ctx   context.Context
+	timer *time.Timer
 }
 
 // scriptRun is what the redis table's functions need while a script runs.
 type scriptRun struct {
+	// ctx is the request's: redis.call refuses to go on once it ended.
+	ctx      context.Context
 	e        *Engine
 	d        *db
 	s        *Session
@@ -107,8 +118,8 @@ func newVM() *vm {
 		g.RawSetString(name, p)
 		v.proxies = append(v.proxies, p)
 	}
-	v.envMeta = L.NewTable()
-	v.envMeta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+	envMeta := L.CreateTable(0, 3)
+	envMeta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
 		k := L.Get(2)
 		val := v.globals.RawGet(k)
 		if val == lua.LNil {
@@ -117,8 +128,14 @@ func newVM() *vm {
 		L.Push(val)
 		return 1
 	}))
-	v.envMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
-	v.envMeta.RawSetString("__metatable", lua.LFalse)
+	envMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
+	envMeta.RawSetString("__metatable", lua.LFalse)
+	v.env = L.CreateTable(0, 3)
+	L.SetMetatable(v.env, envMeta)
+	ctx, cancel := context.WithCancel(context.Background())
+	v.ctx, v.timer = ctx, time.AfterFunc(time.Hour, cancel)
+	v.timer.Stop()
+	L.SetContext(ctx)
 	return v
 }
 
@@ -245,10 +262,20 @@ func parseLuaNumber(s string) (float64, bool) {
 }
 
 // clean reports whether no script changed the shared state (a proxy got a
-// field of its own), so the vm may be reused.
+// field of its own, the environment has more than its three), so the vm
+// may be reused.
 func (v *vm) clean() bool {
 	for _, p := range v.proxies {
 		if k, _ := p.Next(lua.LNil); k != lua.LNil {
+			return false
+		}
+	}
+	n := 0
+	for k, _ := v.env.Next(lua.LNil); k != lua.LNil; k, _ = v.env.Next(k) {
+		if n++; n > 3 {
+			return false
+		}
+		if s, ok := k.(lua.LString); !ok || s != "KEYS" && s != "ARGV" && s != "_G" {
 			return false
 		}
 	}
@@ -262,7 +289,14 @@ func compile(body string) (*lua.FunctionProto, error) {
 		return nil, err
 	}
 	coerceForLoops(chunk)
-	return lua.Compile(chunk, "user_script")
+	proto, err := lua.Compile(chunk, "user_script")
+	if err != nil {
+		return nil, err
+	}
+	// The main chunk is a vararg function that has no local named arg (as
+	// in Lua 5.1): the table gopher-lua would build for one is not made.
+	proto.IsVarArg &^= lua.VarArgNeedsArg
+	return proto, nil
 }
 
 func sha1hex(s string) string {
@@ -270,40 +304,38 @@ func sha1hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// exec runs proto with KEYS and ARGV in a fresh environment and returns the
-// script's reply. The error is a fencer limit or the context's: the script
-// then has no effect.
-func (v *vm) exec(ctx context.Context, run *scriptRun, proto *lua.FunctionProto, sha string, keys, argv [][]byte) (Reply, error) {
+// exec runs proto with KEYS and ARGV in the environment and returns the
+// script's reply. The error is a fencer limit (errScriptTime after
+// limit) or the context's: the script then has no effect. The vm may be
+// reused afterwards only if it reports clean.
+func (v *vm) exec(run *scriptRun, proto *lua.FunctionProto, sha string, keys, argv [][]byte, limit time.Duration) (Reply, error) {
 	L := v.L
 	v.run = run
 	defer func() { v.run = nil }()
 	v.rngReset()
-	env := L.NewTable()
-	L.SetMetatable(env, v.envMeta)
+	env := v.env
 	env.RawSetString("KEYS", bytesTable(L, keys))
 	env.RawSetString("ARGV", bytesTable(L, argv))
 	env.RawSetString("_G", env)
 	fn := L.NewFunctionFromProto(proto)
 	fn.Env = env
-	L.SetContext(ctx)
-	defer L.RemoveContext()
 	L.SetTop(0)
 	L.Push(fn)
+	v.timer.Reset(limit)
 	err := L.PCall(0, 1, nil)
-	if run.stop != nil {
-		L.SetTop(0)
-		return nil, run.stop
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		L.SetTop(0)
-		return nil, ctxErr
-	}
-	if err != nil {
-		L.SetTop(0)
-		return scriptError(err, run, sha), nil
-	}
+	v.timer.Stop()
 	ret := L.Get(-1)
 	L.SetTop(0)
+	switch {
+	case run.stop != nil:
+		return nil, run.stop
+	case v.ctx.Err() != nil:
+		return nil, errScriptTime
+	case run.ctx.Err() != nil:
+		return nil, run.ctx.Err()
+	case err != nil:
+		return scriptError(err, run, sha), nil
+	}
 	return luaToReply(ret, run.resp3), nil
 }
 
@@ -353,7 +385,7 @@ func bytesTable(L *lua.LState, items [][]byte) *lua.LTable {
 // newRedis builds the redis table.
 func (v *vm) newRedis() *lua.LTable {
 	L := v.L
-	t := L.NewTable()
+	t := L.CreateTable(0, 32)
 	fns := map[string]lua.LGFunction{
 		"call":  func(L *lua.LState) int { return v.call(L, true) },
 		"pcall": func(L *lua.LState) int { return v.call(L, false) },
@@ -363,13 +395,13 @@ func (v *vm) newRedis() *lua.LTable {
 			if !strings.Contains(msg, " ") {
 				msg = "ERR " + msg
 			}
-			r := L.NewTable()
+			r := L.CreateTable(0, 1)
 			r.RawSetString("err", lua.LString(msg))
 			L.Push(r)
 			return 1
 		},
 		"status_reply": func(L *lua.LState) int {
-			r := L.NewTable()
+			r := L.CreateTable(0, 1)
 			r.RawSetString("ok", lua.LString(L.CheckString(1)))
 			L.Push(r)
 			return 1
@@ -466,6 +498,10 @@ func (v *vm) raise(L *lua.LState, msg string) {
 func (v *vm) call(L *lua.LState, raise bool) int {
 	run := v.run
 	args := v.callArgs(L)
+	if err := run.ctx.Err(); err != nil {
+		run.stop = err
+		L.Error(lua.LString(err.Error()), 0)
+	}
 	reply := run.e.callFromScript(run, args)
 	if run.stop != nil {
 		// A limit: end the script; exec answers it whatever the script
@@ -476,7 +512,7 @@ func (v *vm) call(L *lua.LState, raise bool) int {
 		if raise {
 			v.raise(L, string(e))
 		}
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("err", lua.LString(e))
 		L.Push(t)
 		return 1
@@ -493,11 +529,11 @@ func replyToLua(L *lua.LState, r Reply, resp3 bool) lua.LValue {
 	case Bulk:
 		return lua.LString(r)
 	case Status:
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("ok", lua.LString(r))
 		return t
 	case Error:
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("err", lua.LString(r))
 		return t
 	case Nil, NilArray:
@@ -519,14 +555,14 @@ func replyToLua(L *lua.LState, r Reply, resp3 bool) lua.LValue {
 		for i := 0; i+1 < len(r); i += 2 {
 			m.RawSet(replyToLua(L, r[i], true), replyToLua(L, r[i+1], true))
 		}
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("map", m)
 		return t
 	case Double:
 		if !resp3 {
 			return lua.LString(formatFloat(float64(r)))
 		}
-		t := L.NewTable()
+		t := L.CreateTable(0, 1)
 		t.RawSetString("double", lua.LNumber(r))
 		return t
 	case Bool:

@@ -241,13 +241,13 @@ func TestBatcherAnswersEachCommandAndBoundsEntries(t *testing.T) {
 	for _, k := range []string{"b", "c", "d"} {
 		submit(fsm.Command{Op: fsm.OpRevoke, Key: k})
 	}
-	first.f.finish(&fsm.Result{Cmd: first.cmds[0]}, nil)
+	first.f.finish(&fsm.Result{Cmd: &first.cmds[0]}, nil)
 	assert.Equal(t, "a", (<-answers).Cmd.Key)
 	second := <-sentCh
 	require.Len(t, second.cmds, 3)
 	results := make([]*fsm.Result, 3)
-	for i, c := range second.cmds {
-		results[i] = &fsm.Result{Cmd: c, Position: uint64(10 + i)}
+	for i := range second.cmds {
+		results[i] = &fsm.Result{Cmd: &second.cmds[i], Position: uint64(10 + i)}
 	}
 	second.f.finish(results, nil)
 	for i := range 3 {
@@ -263,14 +263,14 @@ func TestBatcherAnswersEachCommandAndBoundsEntries(t *testing.T) {
 	held := <-sentCh
 	submit(big("x"))
 	submit(big("y"))
-	held.f.finish(&fsm.Result{Cmd: held.cmds[0]}, nil)
+	held.f.finish(&fsm.Result{Cmd: &held.cmds[0]}, nil)
 	<-answers
 	for _, want := range []string{"x", "y"} {
 		s := <-sentCh
 		require.Len(t, s.cmds, 1, "two such commands exceed fsm.MaxEntrySize together")
 		assert.Equal(t, want, s.cmds[0].Key[:1])
 		assert.LessOrEqual(t, s.size, fsm.MaxEntrySize)
-		s.f.finish(&fsm.Result{Cmd: s.cmds[0]}, nil)
+		s.f.finish(&fsm.Result{Cmd: &s.cmds[0]}, nil)
 		<-answers
 	}
 }

@@ -45,6 +45,14 @@ func (ls *latches) lock(ctx context.Context, keys []string) (unlock func(), err 
 		l := ls.get(k)
 		select {
 		case l.slot <- struct{}{}:
+			// Free: ctx is not asked for its channel (which it may have to
+			// make).
+			held = append(held, l)
+			continue
+		default:
+		}
+		select {
+		case l.slot <- struct{}{}:
 			held = append(held, l)
 		case <-ctx.Done():
 			ls.put(k, l)
