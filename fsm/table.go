@@ -135,7 +135,7 @@ const (
 
 // Result is what Apply returns for every entry.
 type Result struct {
-	Position uint64  // the command's position: floor + index of its entry (+ its place in a batch)
+	Position uint64   // the command's position: floor + index of its entry (+ its place in a batch)
 	Cmd      *Command // the decoded command (not to be changed)
 	Code     Code
 	// Lease is the key's lease after the entry; Token is zero if it is free.
