@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tidwall/match"
 )
@@ -31,12 +32,44 @@ type Draft struct {
 	pos     uint64
 }
 
-// Draft starts a transaction over t.
+// Draft starts a transaction over t. Release gives it back when done.
 func (t *Table) Draft() *Draft {
-	// The copies need only leases and release memory: a draft applies no
-	// member entry and forgets nothing.
-	copies := &Table{locks: make(map[string]*Lease), mem: make(map[string]released)}
-	return &Draft{src: t, t: copies, guards: make(map[string]Guard), pos: t.Position() + 1}
+	d, _ := draftPool.Get().(*Draft)
+	if d == nil {
+		// The copies need only leases and release memory: a draft applies
+		// no member entry and forgets nothing.
+		copies := &Table{locks: make(map[string]*Lease), mem: make(map[string]released)}
+		d = &Draft{t: copies, guards: make(map[string]Guard)}
+	}
+	d.src, d.pos = t, t.Position()+1
+	return d
+}
+
+// draftPool keeps the maps of ended drafts for new ones: most transactions
+// touch a key or two, and making the maps anew was a good part of their
+// cost.
+var draftPool sync.Pool
+
+// draftPoolMaxKeys bounds the drafts kept: a draft that read more keys than
+// this is dropped rather than keep its large maps.
+const draftPoolMaxKeys = 64
+
+// Release ends the draft, which must not be used again. What it returned
+// stays valid (leases and results are values or copies of its own); the
+// commands of its Txn are not reused either.
+func (d *Draft) Release() {
+	if len(d.guards) > draftPoolMaxKeys || len(d.scans) > draftPoolMaxKeys {
+		*d = Draft{}
+		return
+	}
+	clear(d.t.locks)
+	clear(d.t.mem)
+	clear(d.guards)
+	clear(d.granted)
+	clear(d.scans)
+	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memQueue: d.t.memQueue[:0]}
+	*d = Draft{t: d.t, guards: d.guards, granted: d.granted, scans: d.scans}
+	draftPool.Put(d)
 }
 
 // Position is the position the draft applies its commands at: the lowest

@@ -185,14 +185,14 @@ func cmdKeys(c *call) Reply {
 	out := Array{}
 	for _, k := range c.d.st.Keys(pattern) {
 		listed[k] = true
-		if e, ok := c.d.entries[k]; ok && !e.exists {
+		if e, ok := c.d.loaded(k); ok && !e.exists {
 			continue // deleted by this script
 		}
 		out = append(out, Bulk(k))
 	}
-	for k, e := range c.d.entries {
-		if e.exists && !listed[k] && match.Match(k, pattern) {
-			out = append(out, Bulk(k))
+	for _, e := range c.d.entries {
+		if e.exists && !listed[e.key] && match.Match(e.key, pattern) {
+			out = append(out, Bulk(e.key))
 		}
 	}
 	return out

@@ -65,8 +65,9 @@ type entry struct {
 // end (flush), so the transaction's entry holds one write per key.
 type db struct {
 	st      store
-	entries map[string]*entry
-	order   []*entry // dirty entries, in the order first written
+	entries []*entry          // loaded, in the order first used
+	byKey   map[string]*entry // entries by key, once there are many
+	order   []*entry          // dirty entries, in the order first written
 	now     time.Time
 	err     error // a limit or store error: the command or script stops, nothing is committed
 
@@ -86,7 +87,38 @@ type publication struct {
 }
 
 func newDB(st store, now time.Time) *db {
-	return &db{st: st, entries: make(map[string]*entry), now: now}
+	return &db{st: st, now: now}
+}
+
+// dbIndexAt is how many entries a db looks through in order before it
+// indexes them by key: most commands and scripts use a key or two.
+const dbIndexAt = 8
+
+// loaded returns key's entry if it was loaded.
+func (d *db) loaded(key string) (*entry, bool) {
+	if d.byKey != nil {
+		e, ok := d.byKey[key]
+		return e, ok
+	}
+	for _, e := range d.entries {
+		if e.key == key {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
+func (d *db) addEntry(e *entry) {
+	d.entries = append(d.entries, e)
+	switch {
+	case d.byKey != nil:
+		d.byKey[e.key] = e
+	case len(d.entries) > dbIndexAt:
+		d.byKey = make(map[string]*entry, 2*len(d.entries))
+		for _, x := range d.entries {
+			d.byKey[x.key] = x
+		}
+	}
 }
 
 // fail records a store error; the first one wins.
@@ -99,7 +131,7 @@ func (d *db) fail(err error) {
 // get returns key's entry, loading it on first use; nil if the store failed
 // (d.err says why).
 func (d *db) get(key string) *entry {
-	if e, ok := d.entries[key]; ok {
+	if e, ok := d.loaded(key); ok {
 		return e
 	}
 	if d.err != nil {
@@ -132,7 +164,7 @@ func (d *db) get(key string) *entry {
 			return nil
 		}
 	}
-	d.entries[key] = e
+	d.addEntry(e)
 	return e
 }
 

@@ -12,9 +12,13 @@ import (
 // themselves: a transaction's guards do (fsm.Txn), against every other
 // writer too.
 type latches struct {
-	mu sync.Mutex // guards m
-	m  map[string]*latch
+	mu   sync.Mutex // guards m and free
+	m    map[string]*latch
+	free []*latch // unused latches, for the next keys
 }
+
+// maxFreeLatches bounds the latches kept for reuse.
+const maxFreeLatches = 1024
 
 // latch is one key's: a one-slot channel held by the transaction in turn,
 // and how many transactions hold or wait for it.
@@ -79,7 +83,11 @@ func (ls *latches) get(key string) *latch {
 	defer ls.mu.Unlock()
 	l := ls.m[key]
 	if l == nil {
-		l = &latch{slot: make(chan struct{}, 1)}
+		if n := len(ls.free); n > 0 {
+			l, ls.free = ls.free[n-1], ls.free[:n-1]
+		} else {
+			l = &latch{slot: make(chan struct{}, 1)}
+		}
 		ls.m[key] = l
 	}
 	l.refs++
@@ -91,5 +99,9 @@ func (ls *latches) put(key string, l *latch) {
 	defer ls.mu.Unlock()
 	if l.refs--; l.refs == 0 {
 		delete(ls.m, key)
+		// Its slot is empty: every holder gave it back before put.
+		if len(ls.free) < maxFreeLatches {
+			ls.free = append(ls.free, l)
+		}
 	}
 }

@@ -62,13 +62,23 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 		return err
 	}
 	defer unlock()
+	// Each attempt's draft is given back when it is done with; nothing
+	// from it is used after Update returns.
+	var tx *Tx
+	defer func() {
+		if tx != nil {
+			tx.d.Release()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
+			tx.d.Release()
+			tx = nil
 			if err := n.waitReady(ctx); err != nil {
 				return err
 			}
 		}
-		tx := &Tx{n: n, d: n.table.Draft(), now: time.Now()}
+		tx = &Tx{n: n, d: n.table.Draft(), now: time.Now()}
 		if err := fn(tx); err != nil {
 			return err
 		}
