@@ -506,10 +506,23 @@ const minGuardLen = 2 + 2
 // of them a member entry or a transaction, so one byte string means one
 // transaction.
 func decodeTxn(d decoder) (Command, error) {
-	t := &Txn{}
+	// The usual transaction, a key read and one command, in one allocation.
+	one := &struct {
+		t Txn
+		g [1]Guard
+		c [1]Command
+	}{}
+	t := &one.t
+	t.Guards, t.Cmds = one.g[:0], one.c[:0]
 	n := d.uvarint()
 	if d.err == nil && n > uint64(len(d.b))/minGuardLen {
 		return Command{}, fmt.Errorf("%w: %d guards in %d bytes", ErrBadEntry, n, len(d.b))
+	}
+	switch {
+	case d.err == nil && n > 1:
+		t.Guards = make([]Guard, 0, n)
+	case n == 0:
+		t.Guards = nil
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		g := Guard{Key: d.string()}
@@ -539,6 +552,9 @@ func decodeTxn(d decoder) (Command, error) {
 		return Command{}, fmt.Errorf("%w: txn without commands", ErrBadEntry)
 	case m > uint64(len(d.b))/minEncodedLen:
 		return Command{}, fmt.Errorf("%w: txn of %d commands in %d bytes", ErrBadEntry, m, len(d.b))
+	}
+	if m > 1 {
+		t.Cmds = make([]Command, 0, m)
 	}
 	for range m {
 		size := d.uvarint()

@@ -28,6 +28,7 @@ type Draft struct {
 	scans   map[string]Scan
 	cmds    []Command
 	results []*Result
+	slab    []Result // where results are made
 	granted map[string]bool
 	pos     uint64
 }
@@ -54,21 +55,35 @@ var draftPool sync.Pool
 // this is dropped rather than keep its large maps.
 const draftPoolMaxKeys = 64
 
-// Release ends the draft, which must not be used again. What it returned
-// stays valid (leases and results are values or copies of its own); the
-// commands of its Txn are not reused either.
+// newResult returns a zero result from the draft's slab. (A slab that
+// grows leaves the results made so far where they are.)
+func (d *Draft) newResult() *Result {
+	if len(d.slab) == cap(d.slab) {
+		d.slab = make([]Result, 0, max(4, 2*cap(d.slab)))
+	}
+	d.slab = d.slab[:len(d.slab)+1]
+	return &d.slab[len(d.slab)-1]
+}
+
+// Release ends the draft, which must not be used again, nor anything it
+// returned by reference: its results and the commands of its Txn are
+// reused by the next draft. (Leases it returned are values.)
 func (d *Draft) Release() {
-	if len(d.guards) > draftPoolMaxKeys || len(d.scans) > draftPoolMaxKeys {
+	if len(d.guards) > draftPoolMaxKeys || len(d.scans) > draftPoolMaxKeys || len(d.cmds) > draftPoolMaxKeys {
 		*d = Draft{}
 		return
 	}
+	clear(d.cmds)
+	clear(d.results)
+	clear(d.slab[:cap(d.slab)])
 	clear(d.t.locks)
 	clear(d.t.mem)
 	clear(d.guards)
 	clear(d.granted)
 	clear(d.scans)
 	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memQueue: d.t.memQueue[:0]}
-	*d = Draft{t: d.t, guards: d.guards, granted: d.granted, scans: d.scans}
+	*d = Draft{t: d.t, guards: d.guards, granted: d.granted, scans: d.scans,
+		cmds: d.cmds[:0], results: d.results[:0], slab: d.slab[:0]}
 	draftPool.Put(d)
 }
 
@@ -162,7 +177,8 @@ func (d *Draft) Apply(c Command) (*Result, error) {
 	}
 	d.load(c.Key)
 	d.cmds = append(d.cmds, c)
-	r := d.t.applyAt(d.pos, &d.cmds[len(d.cmds)-1])
+	r := d.newResult()
+	d.t.applyInto(r, d.pos, &d.cmds[len(d.cmds)-1])
 	if r.Code == Granted || r.Waiter == WaiterGranted {
 		if d.granted[c.Key] {
 			return nil, ErrRegrant
@@ -188,7 +204,17 @@ func (d *Draft) Txn() (Command, bool) {
 	if len(d.cmds) == 0 {
 		return Command{}, false
 	}
-	guards := make([]Guard, 0, len(d.guards))
+	// The usual transaction reads a key or two: one allocation.
+	one := &struct {
+		t Txn
+		g [2]Guard
+	}{}
+	txn := &one.t
+	txn.Cmds = d.cmds
+	guards := one.g[:0]
+	if len(d.guards) > len(one.g) {
+		guards = make([]Guard, 0, len(d.guards))
+	}
 	for _, g := range d.guards {
 		guards = append(guards, g)
 	}
@@ -198,7 +224,8 @@ func (d *Draft) Txn() (Command, bool) {
 		scans = append(scans, sc)
 	}
 	slices.SortFunc(scans, func(a, b Scan) int { return strings.Compare(a.Pattern, b.Pattern) })
-	return Command{Op: OpTxn, Txn: &Txn{Guards: guards, Scans: scans, Cmds: d.cmds}}, true
+	txn.Guards, txn.Scans = guards, scans
+	return Command{Op: OpTxn, Txn: txn}, true
 }
 
 // Same reports whether an applied transaction's outcomes are the ones the

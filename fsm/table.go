@@ -273,7 +273,33 @@ func (t *Table) apply(index uint64, c *Command) *Result {
 // applyAt applies c at position pos. The caller then forgets what release
 // memory has outlived pos (once per command, a transaction counting as one).
 func (t *Table) applyAt(pos uint64, c *Command) *Result {
-	r := &Result{Position: pos, Cmd: c}
+	r := &Result{}
+	t.applyInto(r, pos, c)
+	return r
+}
+
+// subResults makes n zero results for the commands of a transaction, in
+// one allocation for the usual one command.
+func subResults(n int) []*Result {
+	if n == 1 {
+		one := &struct {
+			r   Result
+			ptr [1]*Result
+		}{}
+		one.ptr[0] = &one.r
+		return one.ptr[:]
+	}
+	subs := make([]Result, n)
+	ptrs := make([]*Result, n)
+	for i := range subs {
+		ptrs[i] = &subs[i]
+	}
+	return ptrs
+}
+
+// applyInto is applyAt writing into r, a zero Result.
+func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
+	r.Position, r.Cmd = pos, c
 	switch c.Op {
 	case OpMember:
 		if c.Owner == "" {
@@ -282,26 +308,26 @@ func (t *Table) applyAt(pos uint64, c *Command) *Result {
 			t.members[c.Key] = c.Owner
 		}
 		r.Code = Recorded
-		return r
+		return
 	case OpTxn:
 		for _, g := range c.Txn.Guards {
 			if t.guard(g.Key) != g {
 				r.Code = Conflict
-				return r
+				return
 			}
 		}
 		for _, sc := range c.Txn.Scans {
 			if t.scan(sc.Pattern) != sc {
 				r.Code = Conflict
-				return r
+				return
 			}
 		}
 		r.Code = Applied
-		r.Sub = make([]*Result, len(c.Txn.Cmds))
+		r.Sub = subResults(len(c.Txn.Cmds))
 		for i := range c.Txn.Cmds {
-			r.Sub[i] = t.applyAt(pos, &c.Txn.Cmds[i])
+			t.applyInto(r.Sub[i], pos, &c.Txn.Cmds[i])
 		}
-		return r
+		return
 	}
 	cur := t.locks[c.Key]
 
@@ -385,7 +411,7 @@ func (t *Table) applyAt(pos uint64, c *Command) *Result {
 	if l := t.locks[c.Key]; l != nil {
 		r.Lease = *l
 	}
-	return r
+	return
 }
 
 // put stores c's value under its key. A string gets a new token when it is

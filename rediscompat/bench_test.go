@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // BenchmarkLockPair is one redsync lock and unlock: SET NX PX, then the
@@ -35,6 +36,27 @@ func BenchmarkLockPair(b *testing.B) {
 			r, err = e.Do(ctx, s, [][]byte{[]byte("EVALSHA"), sha, []byte("1"), key, val})
 			if err != nil || r != Int(1) {
 				b.Fatalf("release: %v %v", r, err)
+			}
+		}
+	})
+}
+
+func BenchmarkZZNativePair(b *testing.B) {
+	_, n := newEngine(&testing.T{}, Config{})
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := "bench-" + strconv.FormatInt(next.Add(1), 10)
+		ctx := context.Background()
+		for pb.Next() {
+			_, ok, err := n.AcquireRedis(ctx, key, "v"+key, 8*time.Second)
+			if err != nil || !ok {
+				b.Fatal(err)
+			}
+			if ok, err := n.Release(ctx, key, "v"+key); err != nil || !ok {
+				b.Fatal(err)
 			}
 		}
 	})

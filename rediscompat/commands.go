@@ -75,18 +75,23 @@ func (cmd *command) arityOK(n int) bool {
 	return n == cmd.arity
 }
 
-// commands is every command the layer runs, by lower-case name.
-var commands = map[string]*command{}
+// commands is every command the layer runs, by lower-case name;
+// upperCommands the same by upper-case name, as many clients send them.
+var commands, upperCommands = map[string]*command{}, map[string]*command{}
 
 func register(cs ...*command) {
 	for _, c := range cs {
 		commands[c.name] = c
+		upperCommands[strings.ToUpper(c.name)] = c
 	}
 }
 
 // lookup returns the command named name (any case), or nil.
 func lookup(name []byte) *command {
 	if c, ok := commands[string(name)]; ok {
+		return c
+	}
+	if c, ok := upperCommands[string(name)]; ok {
 		return c
 	}
 	return commands[strings.ToLower(string(name))]

@@ -200,12 +200,17 @@ func (e *Engine) callFromScript(run *scriptRun, args [][]byte) Reply {
 	case run.readOnly && cmd.flags&fWrite != 0:
 		return Error("ERR Write commands are not allowed from read-only scripts.")
 	}
-	for _, k := range cmd.keysOf(args) {
-		if !run.d.allowedKey(k) {
-			return Error("NOPERM The user executing the script can't access at least one of the keys mentioned in the command")
+	if run.d.allowed != nil {
+		for _, k := range cmd.keysOf(args) {
+			if !run.d.allowed(k) {
+				return Error("NOPERM The user executing the script can't access at least one of the keys mentioned in the command")
+			}
 		}
 	}
-	r := cmd.run(&call{d: run.d, args: args, e: e, script: true, resp3: run.resp3})
+	// One call at a time: the script's own is reused.
+	run.call = call{d: run.d, args: args, e: e, script: true, resp3: run.resp3}
+	r := cmd.run(&run.call)
+	run.call = call{}
 	if run.d.err != nil {
 		run.stop = run.d.err
 	}
@@ -220,8 +225,6 @@ var notFromScript = map[string]bool{
 	"blpop": true, "brpop": true, "bzpopmin": true, "bzpopmax": true, "blmove": true, "brpoplpush": true,
 	"client": true, "hello": true, "auth": true, "quit": true, "reset": true, "wait": true, "waitaof": true,
 }
-
-func (d *db) allowedKey(k string) bool { return d.allowed == nil || d.allowed(k) }
 
 // evalArgs splits EVAL's arguments: the script (or SHA1), KEYS, ARGV.
 func evalArgs(args [][]byte) (script []byte, keys, argv [][]byte, bad Reply) {
@@ -251,7 +254,7 @@ func (e *Engine) eval(ctx context.Context, s *Session, name string, args [][]byt
 	}
 	var sc *cachedScript
 	if strings.HasPrefix(name, "evalsha") {
-		sc = e.scripts.get(strings.ToLower(string(args[1])))
+		sc = e.scripts.getSHA(args[1])
 		if sc == nil {
 			return Error("NOSCRIPT No matching script. Please use EVAL."), nil
 		}
@@ -351,6 +354,17 @@ func (sc *scriptCache) get(sha string) *cachedScript {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	return sc.bySHA[sha]
+}
+
+// getSHA is get of a SHA1 as a client sent it, in either case.
+func (sc *scriptCache) getSHA(sha []byte) *cachedScript {
+	sc.mu.Lock()
+	c := sc.bySHA[string(sha)]
+	sc.mu.Unlock()
+	if c == nil {
+		c = sc.get(strings.ToLower(string(sha)))
+	}
+	return c
 }
 
 // load compiles body (once) and caches it; a script that does not compile

@@ -62,6 +62,8 @@ type scriptRun struct {
 	// stop is a fencer limit or store error met inside the script: it ends
 	// with nothing committed, whatever the script does with the error.
 	stop error
+	// call is the command redis.call runs.
+	call call
 }
 
 func newVM() *vm {
@@ -118,16 +120,20 @@ func newVM() *vm {
 		g.RawSetString(name, p)
 		v.proxies = append(v.proxies, p)
 	}
-	envMeta := L.CreateTable(0, 3)
-	envMeta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
-		k := L.Get(2)
-		val := v.globals.RawGet(k)
-		if val == lua.LNil {
-			L.RaiseError("Script attempted to access nonexistent global variable '%s'", lua.LVAsString(k))
-		}
-		L.Push(val)
-		return 1
+	// A global a script reads is looked up in the environment, then (its
+	// metatable's __index) in the globals, then (theirs) it is an error.
+	// Tables all the way, but for the error: a read of a global costs no
+	// Go call.
+	globalsMeta := L.CreateTable(0, 3)
+	globalsMeta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("Script attempted to access nonexistent global variable '%s'", lua.LVAsString(L.Get(2)))
+		return 0
 	}))
+	globalsMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
+	globalsMeta.RawSetString("__metatable", lua.LFalse)
+	L.SetMetatable(v.globals, globalsMeta)
+	envMeta := L.CreateTable(0, 3)
+	envMeta.RawSetString("__index", v.globals)
 	envMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
 	envMeta.RawSetString("__metatable", lua.LFalse)
 	v.env = L.CreateTable(0, 3)

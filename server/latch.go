@@ -29,42 +29,52 @@ type latch struct {
 
 func newLatches() *latches { return &latches{m: make(map[string]*latch)} }
 
+// held is the latches a transaction holds, to give back with unlock.
+type held struct {
+	keys    []string
+	latches []*latch
+	inline  [2]*latch // latches' storage for one or two keys
+}
+
 // lock takes the latches of keys, in sorted order (so two transactions never
-// wait for each other), and returns the function that gives them back. If ctx
-// ends first it gives back what it took and returns ctx's error.
-func (ls *latches) lock(ctx context.Context, keys []string) (unlock func(), err error) {
+// wait for each other), into h. If ctx ends first it gives back what it took
+// and returns ctx's error.
+func (ls *latches) lock(ctx context.Context, keys []string, h *held) error {
 	if !sortedUnique(keys) {
 		keys = slices.Clone(keys)
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
 	}
-	held := make([]*latch, 0, len(keys))
-	unlock = func() {
-		for i, l := range held {
-			<-l.slot
-			ls.put(keys[i], l)
-		}
-	}
+	h.keys, h.latches = keys, h.inline[:0]
 	for _, k := range keys {
 		l := ls.get(k)
 		select {
 		case l.slot <- struct{}{}:
 			// Free: ctx is not asked for its channel (which it may have to
 			// make).
-			held = append(held, l)
+			h.latches = append(h.latches, l)
 			continue
 		default:
 		}
 		select {
 		case l.slot <- struct{}{}:
-			held = append(held, l)
+			h.latches = append(h.latches, l)
 		case <-ctx.Done():
 			ls.put(k, l)
-			unlock()
-			return nil, ctx.Err()
+			ls.unlock(h)
+			return ctx.Err()
 		}
 	}
-	return unlock, nil
+	return nil
+}
+
+// unlock gives back the latches h holds.
+func (ls *latches) unlock(h *held) {
+	for i, l := range h.latches {
+		<-l.slot
+		ls.put(h.keys[i], l)
+	}
+	h.latches = h.latches[:0]
 }
 
 // sortedUnique reports whether keys are in strictly increasing order, as

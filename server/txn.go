@@ -57,11 +57,11 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 	if err := n.waitReady(ctx); err != nil {
 		return err
 	}
-	unlock, err := n.latches.lock(ctx, keys)
-	if err != nil {
+	var h held
+	if err := n.latches.lock(ctx, keys, &h); err != nil {
 		return err
 	}
-	defer unlock()
+	defer n.latches.unlock(&h)
 	// Each attempt's draft is given back when it is done with; nothing
 	// from it is used after Update returns.
 	var tx *Tx

@@ -194,17 +194,17 @@ func TestUpdateValidatesAndRefusesRegrants(t *testing.T) {
 func TestLatchesSerializeTheSameKeys(t *testing.T) {
 	ls := newLatches()
 	ctx := context.Background()
-	unlock, err := ls.lock(ctx, []string{"b", "a"})
-	require.NoError(t, err)
-	other, err := ls.lock(ctx, []string{"c"})
-	require.NoError(t, err, "other keys are not held up")
-	other()
+	var first held
+	require.NoError(t, ls.lock(ctx, []string{"b", "a"}, &first))
+	var other held
+	require.NoError(t, ls.lock(ctx, []string{"c"}, &other), "other keys are not held up")
+	ls.unlock(&other)
 
 	got := make(chan struct{})
 	go func() {
-		u, err := ls.lock(ctx, []string{"a", "z"})
-		if err == nil {
-			u()
+		var h held
+		if ls.lock(ctx, []string{"a", "z"}, &h) == nil {
+			ls.unlock(&h)
 		}
 		close(got)
 	}()
@@ -215,11 +215,19 @@ func TestLatchesSerializeTheSameKeys(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err = ls.lock(short, []string{"z", "a"})
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	unlock()
+	var late held
+	require.ErrorIs(t, ls.lock(short, []string{"z", "a"}, &late), context.DeadlineExceeded)
+	ls.unlock(&first)
 	<-got
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	assert.Empty(t, ls.m, "no latch is left behind")
+	assert.NotEmpty(t, ls.free, "given-back latches are kept for reuse")
+	ls.mu.Unlock()
+
+	// Reused latches are free: a transaction takes them at once.
+	quick, cancel2 := context.WithTimeout(ctx, time.Second)
+	defer cancel2()
+	var again held
+	require.NoError(t, ls.lock(quick, []string{"a", "b", "c", "z"}, &again))
+	ls.unlock(&again)
 }
