@@ -20,11 +20,12 @@ import (
 // script reads undefined globals as an error, and cannot create any.
 //
 // A vm is one interpreter; the engine keeps a pool of them and runs one
-// script at a time on each. A script runs in an environment of its own (a
-// table whose metatable reads through to the shared globals and refuses
-// writes), so nothing it does outlives it; the library tables are proxies
-// that refuse writes too. A vm a script managed to change anyway (rawset on
-// a proxy) is dropped rather than reused.
+// script at a time on each. Every table a script can reach that outlives it
+// refuses writes, as Redis 7's read-only tables do: its environment (empty,
+// reading through to KEYS, ARGV and the shared globals), the library tables
+// (proxies of the real ones), the string metatable (seen through a proxy),
+// and rawset on any of them. So nothing a script does outlives it; a vm a
+// script changed anyway (clean) is dropped rather than reused.
 
 // luaMaxString bounds string.rep's result.
 const luaMaxString = 64 << 20
@@ -32,11 +33,15 @@ const luaMaxString = 64 << 20
 type vm struct {
 	L       *lua.LState
 	globals *lua.LTable // the shared globals, read through env's metatable
-	// env is the scripts' environment: KEYS, ARGV and _G, set for each
-	// run; anything else a script leaves in it makes the vm unclean.
-	env     *lua.LTable
-	proxies []*lua.LTable
-	run     *scriptRun
+	// env is the scripts' environment, always empty; layer holds what a
+	// run sees besides the globals: KEYS and ARGV, set for each run, and _G.
+	env, layer *lua.LTable
+	// readonly are the tables rawset refuses; stringMeta is the string
+	// metatable, which scripts see as stringMetaProxy.
+	readonly                    map[*lua.LTable]bool
+	stringMeta, stringMetaProxy *lua.LTable
+	proxies                     []*lua.LTable
+	run                         *scriptRun
 	// rngReset reseeds math.random before every script.
 	rngReset func()
 	// ctx is the interpreter's context for good; timer cancels it when a
@@ -108,22 +113,59 @@ func newVM() *vm {
 	g.RawSetString("bit", newBit(L))
 	g.RawSetString("redis", v.newRedis())
 
-	// Library tables become read-only proxies.
-	for _, name := range []string{"string", "table", "math", "cjson", "bit", "redis"} {
-		real := g.RawGetString(name).(*lua.LTable)
+	// Library tables become read-only proxies, the string metatable's
+	// __index (what ("x"):upper() finds) the string proxy.
+	v.readonly = map[*lua.LTable]bool{g: true}
+	proxy := func(real *lua.LTable) *lua.LTable {
 		p := L.NewTable()
-		meta := L.NewTable()
+		meta := L.CreateTable(0, 3)
 		meta.RawSetString("__index", real)
 		meta.RawSetString("__newindex", L.NewFunction(luaReadonly))
 		meta.RawSetString("__metatable", lua.LFalse)
 		L.SetMetatable(p, meta)
-		g.RawSetString(name, p)
 		v.proxies = append(v.proxies, p)
+		v.readonly[p] = true
+		return p
 	}
-	// A global a script reads is looked up in the environment, then (its
-	// metatable's __index) in the globals, then (theirs) it is an error.
-	// Tables all the way, but for the error: a read of a global costs no
-	// Go call.
+	for _, name := range []string{"string", "table", "math", "cjson", "bit", "redis"} {
+		g.RawSetString(name, proxy(g.RawGetString(name).(*lua.LTable)))
+	}
+	if mt, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
+		mt.RawSetString("__index", g.RawGetString("string"))
+		v.stringMeta = mt
+		v.stringMetaProxy = proxy(mt)
+	}
+	g.RawSetString("getmetatable", L.NewFunction(v.getmetatable))
+	rawset := g.RawGetString("rawset").(*lua.LFunction)
+	g.RawSetString("rawset", L.NewFunction(func(L *lua.LState) int {
+		if v.readonly[L.CheckTable(1)] {
+			L.RaiseError("Attempt to modify a readonly table")
+		}
+		L.Push(rawset)
+		L.Push(L.Get(1))
+		L.Push(L.Get(2))
+		L.Push(L.Get(3))
+		L.Call(3, 0)
+		L.Push(L.Get(1)) // Lua 5.1's rawset returns the table
+		return 1
+	}))
+	setmetatable := g.RawGetString("setmetatable").(*lua.LFunction)
+	g.RawSetString("setmetatable", L.NewFunction(func(L *lua.LState) int {
+		if t, ok := L.Get(1).(*lua.LTable); ok && v.readonly[t] {
+			L.RaiseError("Attempt to modify a readonly table")
+		}
+		L.Push(setmetatable)
+		L.Push(L.Get(1))
+		L.Push(L.Get(2))
+		L.Call(2, 1)
+		return 1
+	}))
+
+	// A global a script reads is looked up in its environment (empty, so
+	// that every assignment to a global meets __newindex and is refused),
+	// then in the run's layer (KEYS, ARGV, _G), then in the globals, and
+	// then (their metatable's __index) it is an error. Tables all the way
+	// but for the error: a global read costs no Go call.
 	globalsMeta := L.CreateTable(0, 3)
 	globalsMeta.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
 		L.RaiseError("Script attempted to access nonexistent global variable '%s'", lua.LVAsString(L.Get(2)))
@@ -131,13 +173,21 @@ func newVM() *vm {
 	}))
 	globalsMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
 	globalsMeta.RawSetString("__metatable", lua.LFalse)
-	L.SetMetatable(v.globals, globalsMeta)
+	L.SetMetatable(g, globalsMeta)
+	v.layer = L.CreateTable(0, 3)
+	layerMeta := L.CreateTable(0, 3)
+	layerMeta.RawSetString("__index", g)
+	layerMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
+	layerMeta.RawSetString("__metatable", lua.LFalse)
+	L.SetMetatable(v.layer, layerMeta)
+	v.env = L.CreateTable(0, 0)
 	envMeta := L.CreateTable(0, 3)
-	envMeta.RawSetString("__index", v.globals)
+	envMeta.RawSetString("__index", v.layer)
 	envMeta.RawSetString("__newindex", L.NewFunction(luaReadonly))
 	envMeta.RawSetString("__metatable", lua.LFalse)
-	v.env = L.CreateTable(0, 3)
 	L.SetMetatable(v.env, envMeta)
+	v.layer.RawSetString("_G", v.env)
+	v.readonly[v.env], v.readonly[v.layer] = true, true
 	ctx, cancel := context.WithCancel(context.Background())
 	v.ctx, v.timer = ctx, time.AfterFunc(time.Hour, cancel)
 	v.timer.Stop()
@@ -267,25 +317,44 @@ func parseLuaNumber(s string) (float64, bool) {
 	return f, true
 }
 
-// clean reports whether no script changed the shared state (a proxy got a
-// field of its own, the environment has more than its three), so the vm
-// may be reused.
+// clean reports whether no script changed the shared state, so the vm may
+// be reused: every write to it is refused, this checks that it was (a
+// proxy, the environment or the string metatable with a field of its own,
+// the layer with more than KEYS, ARGV and _G).
 func (v *vm) clean() bool {
 	for _, p := range v.proxies {
 		if k, _ := p.Next(lua.LNil); k != lua.LNil {
 			return false
 		}
 	}
-	n := 0
-	for k, _ := v.env.Next(lua.LNil); k != lua.LNil; k, _ = v.env.Next(k) {
-		if n++; n > 3 {
-			return false
-		}
-		if s, ok := k.(lua.LString); !ok || s != "KEYS" && s != "ARGV" && s != "_G" {
-			return false
-		}
+	if k, _ := v.env.Next(lua.LNil); k != lua.LNil {
+		return false
+	}
+	if v.layer.RawGetString("_G") != v.env {
+		return false
+	}
+	if v.stringMeta != nil && v.stringMeta.RawGetString("__index") != v.globals.RawGetString("string") {
+		return false
 	}
 	return true
+}
+
+// getmetatable is Lua's, but a string's metatable is seen through its
+// read-only proxy.
+func (v *vm) getmetatable(L *lua.LState) int {
+	mt := L.GetMetatable(L.CheckAny(1))
+	if t, ok := mt.(*lua.LTable); ok {
+		if t == v.stringMeta {
+			L.Push(v.stringMetaProxy)
+			return 1
+		}
+		if f := t.RawGetString("__metatable"); f != lua.LNil {
+			L.Push(f)
+			return 1
+		}
+	}
+	L.Push(mt)
+	return 1
 }
 
 // compile parses and compiles a script's body.
@@ -319,12 +388,10 @@ func (v *vm) exec(run *scriptRun, proto *lua.FunctionProto, sha string, keys, ar
 	v.run = run
 	defer func() { v.run = nil }()
 	v.rngReset()
-	env := v.env
-	env.RawSetString("KEYS", bytesTable(L, keys))
-	env.RawSetString("ARGV", bytesTable(L, argv))
-	env.RawSetString("_G", env)
+	v.layer.RawSetString("KEYS", bytesTable(L, keys))
+	v.layer.RawSetString("ARGV", bytesTable(L, argv))
 	fn := L.NewFunctionFromProto(proto)
-	fn.Env = env
+	fn.Env = v.env
 	L.SetTop(0)
 	L.Push(fn)
 	v.timer.Reset(limit)
