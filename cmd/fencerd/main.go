@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencerlock/fencer/internal/gcfloor"
 	"github.com/fencerlock/fencer/redisbridge"
 	"github.com/fencerlock/fencer/server"
 	"github.com/spf13/cobra"
@@ -52,7 +51,6 @@ type options struct {
 	maxLocks, maxArgs, maxBulkLen                  int
 	maxValueSize, maxWriteSize                     int
 	scriptTimeLimit                                time.Duration
-	gcHeapFloor                                    uint64
 	maxBatch                                       int
 	maxClients, maxPipeline                        int
 	idleTimeout                                    time.Duration
@@ -103,7 +101,6 @@ Try it with redis-cli:
 	f.IntVar(&o.maxLocks, "max-locks", def.MaxLocks, "most locks held in total; an acquire of a free lock beyond it is refused")
 	f.IntVar(&o.maxValueSize, "max-value-size", def.MaxValueSize, "largest value a Redis command or script stores, in bytes (a string, or a whole hash, sorted set, list or set)")
 	f.IntVar(&o.maxWriteSize, "max-write-size", def.MaxWriteSize, "most bytes one Redis command or script writes in all (its Raft entry)")
-	f.Uint64Var(&o.gcHeapFloor, "gc-heap-floor", 64<<20, "bytes below which the Go heap does not trigger a collection (GOGC is raised while the live heap is small; 0, or GOGC set in the environment, leaves Go's default)")
 	f.DurationVar(&o.scriptTimeLimit, "script-time-limit", redisbridge.DefaultConfig().ScriptTimeLimit, "longest a Lua script may run; a script stopped by it has no effect")
 	f.IntVar(&o.maxBatch, "max-batch", def.MaxBatch, "most commands the leader puts into one Raft entry (group commit); 1 writes one per entry, which older fencerd versions can read")
 	f.IntVar(&o.maxArgs, "max-args", bdef.MaxArgs, "most arguments in one command")
@@ -149,7 +146,6 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	defer gcfloor.Keep(o.gcHeapFloor)()
 
 	cfg := server.DefaultConfig()
 	cfg.ID, cfg.DataDir, cfg.Logger = o.id, o.dataDir, logger
