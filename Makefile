@@ -71,6 +71,7 @@ fuzz:
 	$(call fuzz_run,./fsm,FuzzDecode,$(FUZZTIME))
 	$(call fuzz_run,./fsm,FuzzSnapshot,$(FUZZTIME))
 	$(call fuzz_run,./internal/resp,FuzzReadRaw,$(FUZZTIME))
+	$(call fuzz_run,./internal/resp,FuzzReader,$(FUZZTIME))
 	$(call fuzz_run,./redisbridge,FuzzGuard,$(FUZZTIME))
 	$(call fuzz_run,./redisbridge,FuzzBridge,$(FUZZTIME))
 
@@ -83,6 +84,7 @@ fuzz-short:
 	$(call fuzz_run,./fsm,FuzzDecode,100000x)
 	$(call fuzz_run,./fsm,FuzzSnapshot,80000x)
 	$(call fuzz_run,./internal/resp,FuzzReadRaw,35000x)
+	$(call fuzz_run,./internal/resp,FuzzReader,35000x)
 	$(call fuzz_run,./redisbridge,FuzzGuard,35000x)
 	$(call fuzz_run,./redisbridge,FuzzBridge,5000x)
 

@@ -5,14 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -162,21 +161,16 @@ func dialRESP(t *testing.T, d *daemon) *respConn {
 // string or bulk string, int64, nil, []any, or respError.
 func (rc *respConn) do(t *testing.T, args ...string) any {
 	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return rc.send(t, b.String())
+	return rc.send(t, resp.Command(args...))
 }
 
 // send writes raw bytes and reads one reply.
-func (rc *respConn) send(t *testing.T, raw string) any {
+func (rc *respConn) send(t *testing.T, raw []byte) any {
 	t.Helper()
 	if err := rc.c.SetDeadline(time.Now().Add(requestTimeout)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.WriteString(rc.c, raw); err != nil {
+	if _, err := rc.c.Write(raw); err != nil {
 		t.Fatalf("writing %q: %v", raw, err)
 	}
 	v, err := readReply(rc.r)
@@ -186,50 +180,43 @@ func (rc *respConn) send(t *testing.T, raw string) any {
 	return v
 }
 
+// readReply reads one reply in the shapes respConn.do returns.
 func readReply(r *bufio.Reader) (any, error) {
-	line, err := r.ReadString('\n')
+	v, err := resp.ReadValue(r)
 	if err != nil {
 		return nil, err
 	}
-	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
-		return nil, fmt.Errorf("malformed reply line %q", line)
-	}
-	kind, body := line[0], line[1:len(line)-2]
-	switch kind {
-	case '+':
-		return body, nil
-	case '-':
-		return respError(body), nil
-	case ':':
-		return strconv.ParseInt(body, 10, 64)
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("bad bulk length %q", body)
-		}
-		if n == -1 {
+	return replyOf(v)
+}
+
+// replyOf converts a RESP2 reply to the shapes the tests compare. A RESP3
+// type is an error: these connections never ask for RESP3, so one would be
+// the server's mistake, not a value to compare.
+func replyOf(v resp.Value) (any, error) {
+	switch v.Kind {
+	case resp.SimpleString:
+		return v.Str, nil
+	case resp.Error:
+		return respError(v.Str), nil
+	case resp.Integer:
+		return v.Int, nil
+	case resp.BulkString:
+		if v.IsNull {
 			return nil, nil
 		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("bad array length %q", body)
-		}
-		if n == -1 {
+		return v.Str, nil
+	case resp.Array:
+		if v.IsNull {
 			return nil, nil
 		}
-		a := make([]any, n)
-		for i := range a {
-			if a[i], err = readReply(r); err != nil {
+		a := make([]any, len(v.Elems))
+		for i, e := range v.Elems {
+			var err error
+			if a[i], err = replyOf(e); err != nil {
 				return nil, err
 			}
 		}
 		return a, nil
 	}
-	return nil, fmt.Errorf("unknown reply type in %q", line)
+	return nil, fmt.Errorf("reply %v is not RESP2", v)
 }

@@ -3,13 +3,14 @@ package integration
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // Cluster tests run three fencerd processes on loopback with Raft's default
@@ -362,12 +363,7 @@ func clusterRoundTrip(conn net.Conn, r *bufio.Reader, timeout time.Duration, arg
 	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := io.WriteString(conn, b.String()); err != nil {
+	if _, err := conn.Write(resp.Command(args...)); err != nil {
 		return nil, err
 	}
 	return readReply(r)

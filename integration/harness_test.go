@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // The fencerd binaries built by TestMain: as shipped, and with -tags
@@ -241,15 +243,15 @@ func pingOnce(addr string) error {
 func pingConn(c net.Conn) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	if _, err := c.Write(resp.Command("PING")); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	v, err := resp.ReadValue(bufio.NewReader(c))
 	if err != nil {
 		return err
 	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
+	if v.Kind != resp.SimpleString || v.Str != "PONG" {
+		return fmt.Errorf("PING answered %v", v)
 	}
 	return nil
 }

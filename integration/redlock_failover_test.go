@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // TestRedlockLeaderKill kills the leader with SIGKILL while a redsync client
@@ -122,11 +124,11 @@ func TestRedlockRedissonWakeUpAcrossNodes(t *testing.T) {
 	}
 	defer sub.Close()
 	rd := bufio.NewReader(sub)
-	if _, err := fmt.Fprintf(sub, "*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n", len(channel), channel); err != nil {
+	if _, err := sub.Write(resp.Command("SUBSCRIBE", channel)); err != nil {
 		t.Fatal(err)
 	}
 	_ = sub.SetReadDeadline(time.Now().Add(requestTimeout))
-	if got := rlReadRaw(t, rd, 6); got != "*3|$9|subscribe|$"+fmt.Sprint(len(channel))+"|"+channel+"|:1" {
+	if got := rlReadRaw(t, rd); got != "*3\r\n$9\r\nsubscribe\r\n$"+fmt.Sprint(len(channel))+"\r\n"+channel+"\r\n:1\r\n" {
 		t.Fatalf("SUBSCRIBE answered %q", got)
 	}
 
@@ -135,7 +137,7 @@ func TestRedlockRedissonWakeUpAcrossNodes(t *testing.T) {
 		t.Fatalf("holder's unlock: %v %v, want 1", v, err)
 	}
 	_ = sub.SetReadDeadline(time.Now().Add(requestTimeout))
-	if got := rlReadRaw(t, rd, 7); got != "*3|$7|message|$"+fmt.Sprint(len(channel))+"|"+channel+"|$1|0" {
+	if got := rlReadRaw(t, rd); got != "*3\r\n$7\r\nmessage\r\n$"+fmt.Sprint(len(channel))+"\r\n"+channel+"\r\n$1\r\n0\r\n" {
 		t.Fatalf("the waiter got %q, want the unlock message", got)
 	}
 	if v, err := rlDo(holderAddr, requestTimeout, "DEL", latch); err != nil || v != int64(1) {
@@ -157,27 +159,28 @@ func TestRedlockRedissonWakeUpAcrossNodes(t *testing.T) {
 	defer c3.Close()
 	rd3 := bufio.NewReader(c3)
 	_ = c3.SetDeadline(time.Now().Add(2 * requestTimeout))
-	fmt.Fprint(c3, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
-	if got := rlReadRaw(t, rd3, 1); got != "%7" {
+	if _, err := c3.Write(resp.Command("HELLO", "3")); err != nil {
+		t.Fatal(err)
+	}
+	if got := rlReadRaw(t, rd3); !strings.HasPrefix(got, "%7\r\n") {
 		t.Fatalf("HELLO 3 answered %q", got)
 	}
-	rlReadRaw(t, rd3, 25) // the seven pairs
-	fmt.Fprint(c3, "*2\r\n$3\r\nGET\r\n$4\r\nfree\r\n*2\r\n$12\r\nFENCE.STATUS\r\n$4\r\nfree\r\n")
-	if got := rlReadRaw(t, rd3, 2); got != "_|_" {
+	// One write, so both arrive together.
+	if _, err := c3.Write(append(resp.Command("GET", "free"), resp.Command("FENCE.STATUS", "free")...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rlReadRaw(t, rd3) + rlReadRaw(t, rd3); got != "_\r\n_\r\n" {
 		t.Fatalf("forwarded GET and FENCE.STATUS of a free key in RESP3: %q, want two RESP3 nulls", got)
 	}
 }
 
-// rlReadRaw reads n CRLF-terminated lines and joins them with "|".
-func rlReadRaw(t *testing.T, rd *bufio.Reader, n int) string {
+// rlReadRaw reads one reply, or one message of a subscription, and returns
+// its bytes as sent.
+func rlReadRaw(t *testing.T, rd *bufio.Reader) string {
 	t.Helper()
-	var parts []string
-	for range n {
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading from the subscriber's connection: %v (so far %q)", err, parts)
-		}
-		parts = append(parts, strings.TrimSuffix(line, "\r\n"))
+	raw, err := resp.ReadRaw(rd)
+	if err != nil {
+		t.Fatalf("reading a reply: %v (read %q)", err, raw)
 	}
-	return strings.Join(parts, "|")
+	return string(raw)
 }

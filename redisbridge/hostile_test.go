@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,9 +45,9 @@ func TestHostileInput(t *testing.T) {
 			require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
 			_, err = c.Write([]byte(tc.send))
 			require.NoError(t, err)
-			line, err := bufio.NewReader(c).ReadString('\n')
+			reply, err := resp.ReadRaw(bufio.NewReader(c))
 			require.NoError(t, err)
-			assert.Equal(t, "-ERR Protocol error: "+tc.reply+"\r\n", line)
+			assert.Equal(t, "-ERR Protocol error: "+tc.reply+"\r\n", string(reply))
 			assertClosed(t, c)
 			assert.Equal(t, "$1\r\nv\r\n", keeper.do("GET", "kept"), "others are served, data intact")
 		})
@@ -64,9 +65,9 @@ func TestHTTPRequestOnTheRESPPort(t *testing.T) {
 	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
 	_, err = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	require.NoError(t, err)
-	line, err := bufio.NewReader(c).ReadString('\n')
+	reply, err := resp.ReadRaw(bufio.NewReader(c))
 	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(line, "-ERR"), "%q", line)
+	assert.True(t, strings.HasPrefix(string(reply), "-ERR"), "%q", reply)
 	assert.Equal(t, "+PONG\r\n", dialRaw(t, addr).do("PING"))
 }
 
@@ -81,9 +82,9 @@ func TestProtocolErrorAfterGoodCommands(t *testing.T) {
 	require.NoError(t, err)
 	rd := bufio.NewReader(c)
 	for _, want := range []string{"+PONG\r\n", "+PONG\r\n", "-ERR Protocol error: invalid bulk length\r\n"} {
-		line, err := rd.ReadString('\n')
+		reply, err := resp.ReadRaw(rd)
 		require.NoError(t, err)
-		assert.Equal(t, want, line)
+		assert.Equal(t, want, string(reply))
 	}
 	assertClosed(t, c)
 }

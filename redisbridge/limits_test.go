@@ -2,12 +2,14 @@ package redisbridge
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,9 +80,9 @@ func TestTooManyClientsRefusesOnlyTheNewOne(t *testing.T) {
 	require.NoError(t, err)
 	defer third.Close()
 	require.NoError(t, third.SetReadDeadline(time.Now().Add(5*time.Second)))
-	line, err := bufio.NewReader(third).ReadString('\n')
+	reply, err := resp.ReadRaw(bufio.NewReader(third))
 	require.NoError(t, err)
-	assert.Equal(t, "-ERR max number of clients reached\r\n", line)
+	assert.Equal(t, "-ERR max number of clients reached\r\n", string(reply))
 	assertClosed(t, third)
 
 	assert.Equal(t, "+PONG\r\n", a.do("PING"), "the others keep being served")
@@ -93,11 +95,11 @@ func TestTooManyClientsRefusesOnlyTheNewOne(t *testing.T) {
 		}
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		if _, err := c.Write(resp.Command("PING")); err != nil {
 			return false
 		}
-		line, err := bufio.NewReader(c).ReadString('\n')
-		return err == nil && line == "+PONG\r\n"
+		reply, err := resp.ReadRaw(bufio.NewReader(c))
+		return err == nil && string(reply) == "+PONG\r\n"
 	}, 10*time.Second, 50*time.Millisecond)
 }
 
@@ -105,7 +107,7 @@ func TestPipelineBeyondTheLimitIsRefusedPerCommand(t *testing.T) {
 	addr := startLimited(t, nil, func(c *Config) { c.MaxPipeline = 3 })
 	rc := dialRaw(t, addr)
 	// One write of ten commands arrives in one read on loopback.
-	_, err := rc.c.Write([]byte(strings.Repeat("*1\r\n$4\r\nPING\r\n", 10)))
+	_, err := rc.c.Write(bytes.Repeat(resp.Command("PING"), 10))
 	require.NoError(t, err)
 	for i := range 10 {
 		if i < 3 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/server"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -224,7 +225,7 @@ func TestHangupLeavesTheQueue(t *testing.T) {
 
 	raw, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
-	_, err = fmt.Fprintf(raw, "*6\r\n$13\r\nFENCE.ACQUIRE\r\n$1\r\nk\r\n$4\r\ngone\r\n$5\r\n30000\r\n$4\r\nWAIT\r\n$5\r\n20000\r\n")
+	_, err = raw.Write(resp.Command("FENCE.ACQUIRE", "k", "gone", "30000", "WAIT", "20000"))
 	require.NoError(t, err)
 	time.Sleep(300 * time.Millisecond)
 

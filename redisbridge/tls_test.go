@@ -74,7 +74,7 @@ func TestTLSHangupLeavesTheQueue(t *testing.T) {
 
 	raw, err := tls.Dial("tcp", addr, good)
 	require.NoError(t, err)
-	_, err = raw.Write([]byte("*6\r\n$13\r\nFENCE.ACQUIRE\r\n$1\r\nk\r\n$4\r\ngone\r\n$5\r\n30000\r\n$4\r\nWAIT\r\n$5\r\n20000\r\n"))
+	_, err = raw.Write(resp.Command("FENCE.ACQUIRE", "k", "gone", "30000", "WAIT", "20000"))
 	require.NoError(t, err)
 	time.Sleep(300 * time.Millisecond)
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -116,22 +117,24 @@ func startMonitor(t *testing.T, s *redisServer) *monitor {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if _, err := c.Write([]byte("MONITOR\r\n")); err != nil {
+	if _, err := c.Write(resp.Command("MONITOR")); err != nil {
 		t.Fatal(err)
 	}
 	m := &monitor{conn: c, lines: make(chan string, 1<<16)}
-	r := bufio.NewReader(c)
-	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
-		t.Fatalf("MONITOR answered %q, %v", line, err)
+	// A line shows a command with all its arguments, a script sent with
+	// EVAL included: more room than bufio's default.
+	r := bufio.NewReaderSize(c, 1<<20)
+	if v, err := resp.ReadValue(r); err != nil || v.Kind != resp.SimpleString || v.Str != "OK" {
+		t.Fatalf("MONITOR answered %v, %v", v, err)
 	}
 	go func() {
 		defer close(m.lines)
 		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
+			v, err := resp.ReadValue(r)
+			if err != nil || v.Kind != resp.SimpleString {
 				return
 			}
-			m.lines <- strings.TrimSuffix(line, "\r\n")
+			m.lines <- v.Str
 		}
 	}()
 	return m

@@ -6,11 +6,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"strconv"
+	"reflect"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // respError is an error reply ("-PREFIX text").
@@ -83,7 +85,7 @@ func (c *respConn) do(timeout time.Duration, args ...string) (reply any, sent bo
 	if err := c.conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, false, err
 	}
-	if _, err := io.WriteString(c.conn, encode(args)); err != nil {
+	if _, err := c.conn.Write(resp.Command(args...)); err != nil {
 		return nil, true, err
 	}
 	reply, err = readReply(c.r)
@@ -97,64 +99,45 @@ func (c *respConn) close() {
 	}
 }
 
-// encode renders args as a RESP array of bulk strings.
-func encode(args []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b.String()
-}
-
 // readReply reads one RESP2 reply: a string for simple and bulk strings,
 // respError, int64, []any, or nil for a null.
 func readReply(r *bufio.Reader) (any, error) {
-	line, err := r.ReadString('\n')
+	v, err := resp.ReadValue(r)
 	if err != nil {
 		return nil, err
 	}
-	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
-		return nil, fmt.Errorf("malformed reply line %q", line)
-	}
-	body := line[1 : len(line)-2]
-	switch line[0] {
-	case '+':
-		return body, nil
-	case '-':
-		return respError(body), nil
-	case ':':
-		return strconv.ParseInt(body, 10, 64)
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("malformed bulk length %q", body)
-		}
-		if n == -1 {
+	return replyOf(v)
+}
+
+// replyOf converts a parsed reply to readReply's shapes. The connections
+// never ask for RESP3, so a RESP3 type is the server's mistake: an error.
+func replyOf(v resp.Value) (any, error) {
+	switch v.Kind {
+	case resp.SimpleString:
+		return v.Str, nil
+	case resp.Error:
+		return respError(v.Str), nil
+	case resp.Integer:
+		return v.Int, nil
+	case resp.BulkString:
+		if v.IsNull {
 			return nil, nil
 		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("malformed array length %q", body)
-		}
-		if n == -1 {
+		return v.Str, nil
+	case resp.Array:
+		if v.IsNull {
 			return nil, nil
 		}
-		out := make([]any, n)
-		for i := range out {
-			if out[i], err = readReply(r); err != nil {
+		out := make([]any, len(v.Elems))
+		for i, e := range v.Elems {
+			var err error
+			if out[i], err = replyOf(e); err != nil {
 				return nil, err
 			}
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("unknown reply type %q", line)
+	return nil, fmt.Errorf("reply %v is not RESP2", v)
 }
 
 // errNotGrant means an ACQUIRE reply was neither null nor [token, ttl].
@@ -191,4 +174,37 @@ func asStatus(v any) (owner string, token uint64, held bool, err error) {
 		return "", 0, false, fmt.Errorf("FENCE.STATUS answered %#v", v)
 	}
 	return owner, uint64(tok), true, nil
+}
+
+// readReply gives the shapes the checkers compare, and refuses what a RESP2
+// connection must not receive.
+func TestRespReadReply(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     any
+	}{
+		{"simple string", "+OK\r\n", "OK"},
+		{"error", "-UNCERTAIN outcome unknown\r\n", respError("UNCERTAIN outcome unknown")},
+		{"integer", ":-3\r\n", int64(-3)},
+		{"bulk string", "$5\r\nowner\r\n", "owner"},
+		{"empty bulk string", "$0\r\n\r\n", ""},
+		{"null bulk string", "$-1\r\n", nil},
+		{"null array", "*-1\r\n", nil},
+		{"grant", "*2\r\n:42\r\n:10000\r\n", []any{int64(42), int64(10000)}},
+		{"status", "*3\r\n$2\r\nme\r\n:4\r\n:9979\r\n", []any{"me", int64(4), int64(9979)}},
+		{"nested", "*2\r\n*1\r\n+a\r\n$-1\r\n", []any{[]any{"a"}, nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readReply(bufio.NewReader(strings.NewReader(tt.in)))
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("readReply(%q) = %#v, %v; want %#v", tt.in, got, err, tt.want)
+			}
+		})
+	}
+	for _, in := range []string{"_\r\n", "*1\r\n#t\r\n", "%1\r\n+a\r\n:1\r\n", "?\r\n", "$3\r\nab\r\n", "+OK\n"} {
+		if got, err := readReply(bufio.NewReader(strings.NewReader(in))); err == nil {
+			t.Errorf("readReply(%q) = %#v; want an error", in, got)
+		}
+	}
 }

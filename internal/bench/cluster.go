@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // StopGrace is how long a child gets to exit after SIGTERM before its
@@ -147,8 +149,8 @@ func (c *FencerCluster) settled() error {
 	if err != nil {
 		return err
 	}
-	if r.kind != '*' || int(r.n) != len(c.Nodes) {
-		return fmt.Errorf("FENCE.MEMBERS lists %d of %d nodes", r.n, len(c.Nodes))
+	if r.Kind != resp.Array || len(r.Elems) != len(c.Nodes) {
+		return fmt.Errorf("FENCE.MEMBERS lists %d of %d nodes", len(r.Elems), len(c.Nodes))
 	}
 	// A follower learns that an entry is committed with the next append,
 	// so: note the leader's applied index, write, then every node must
@@ -183,10 +185,10 @@ func appliedIndex(addr string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if r.kind != '*' || len(cn.arr) != 2 || cn.arr[0].kind != ':' {
-		return 0, fmt.Errorf("%w: FENCE.STATEHASH answered %s", errProtocol, cn.describe(r))
+	if r.Kind != resp.Array || len(r.Elems) != 2 || r.Elems[0].Kind != resp.Integer {
+		return 0, fmt.Errorf("%w: FENCE.STATEHASH answered %s", errProtocol, describe(r))
 	}
-	return cn.arr[0].n, nil
+	return r.Elems[0].Int, nil
 }
 
 // LeaderAddr asks the node at addr for the leader's client address
@@ -201,10 +203,10 @@ func LeaderAddr(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if r.kind != '*' || len(cn.arr) != 2 || cn.arr[1].s == "" {
+	if r.Kind != resp.Array || len(r.Elems) != 2 || r.Elems[1].Str == "" {
 		return "", errors.New("no leader known yet")
 	}
-	return cn.arr[1].s, nil
+	return r.Elems[1].Str, nil
 }
 
 // TryOnce acquires and releases a fresh lock with a fresh owner at addr.

@@ -2,12 +2,13 @@ package bench
 
 import (
 	"bufio"
-	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // NullServer answers FENCE.ACQUIRE with a grant (a new token from one
@@ -79,32 +80,20 @@ func (s *NullServer) accept() {
 // pipelined batch go out in one write.
 func (s *NullServer) serve(c net.Conn) {
 	r := bufio.NewReader(c)
+	rd := resp.NewReader(r)
 	w := bufio.NewWriter(c)
 	var args []string
 	for {
-		line, err := r.ReadString('\n')
-		if err != nil || len(line) < 4 || line[0] != '*' {
-			return
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-		if err != nil || n < 1 || n > 64 {
+		cmd, err := rd.ReadValue()
+		if err != nil || cmd.Kind != resp.Array || len(cmd.Elems) < 1 || len(cmd.Elems) > 64 {
 			return
 		}
 		args = args[:0]
-		for range n {
-			h, err := r.ReadString('\n')
-			if err != nil || len(h) < 4 || h[0] != '$' {
+		for _, a := range cmd.Elems {
+			if a.Kind != resp.BulkString || a.IsNull || len(a.Str) > 1<<16 {
 				return
 			}
-			l, err := strconv.Atoi(strings.TrimSpace(h[1:]))
-			if err != nil || l < 0 || l > 1<<16 {
-				return
-			}
-			b := make([]byte, l+2)
-			if _, err := io.ReadFull(r, b); err != nil {
-				return
-			}
-			args = append(args, string(b[:l]))
+			args = append(args, a.Str)
 		}
 		switch strings.ToUpper(args[0]) {
 		case "FENCE.ACQUIRE":

@@ -4,29 +4,24 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
 )
 
 // conn is one RESP2 connection with at most one request in flight: the
 // load generator's client. It writes each command from one reused buffer
-// and parses only the reply shapes the lock commands have, so that a
+// and reads replies with a resp.Reader, which reuses its memory, so that a
 // client goroutine costs the server far more than it costs itself.
 type conn struct {
 	nc  net.Conn
-	r   *bufio.Reader
+	r   *resp.Reader
 	buf []byte
-	arr []reply
-}
-
-// reply is one parsed RESP value: kind is the type byte ('*', ':', '$',
-// '+', '-'), or 0 for a null.
-type reply struct {
-	kind byte
-	n    int64  // integer value, array length or bulk length
-	s    string // simple string, error or bulk string
+	// key holds the lock name's bytes for AppendCommand; reused, since a
+	// converted string of some length would be a new allocation each time.
+	key []byte
 }
 
 // ServerError is an error reply ("-UNCERTAIN ...").
@@ -37,6 +32,13 @@ func (e ServerError) Error() string { return string(e) }
 // errProtocol marks a reply the client cannot parse.
 var errProtocol = errors.New("bench: RESP protocol error")
 
+// The constant arguments, as bytes once rather than converted per command.
+var (
+	argAcquire = []byte("FENCE.ACQUIRE")
+	argRelease = []byte("FENCE.RELEASE")
+	argWait    = []byte("WAIT")
+)
+
 func dial(addr string, timeout time.Duration) (*conn, error) {
 	nc, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
@@ -45,47 +47,23 @@ func dial(addr string, timeout time.Duration) (*conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	return &conn{nc: nc, r: bufio.NewReaderSize(nc, 4096), buf: make([]byte, 0, 256)}, nil
+	return newConn(nc), nil
+}
+
+func newConn(nc net.Conn) *conn {
+	return &conn{nc: nc, r: resp.NewReader(bufio.NewReaderSize(nc, 4096)), buf: make([]byte, 0, 256)}
 }
 
 func (c *conn) Close() error { return c.nc.Close() }
 
-// begin starts a command of n arguments.
-func (c *conn) begin(n int) {
-	c.buf = append(c.buf[:0], '*')
-	c.buf = strconv.AppendInt(c.buf, int64(n), 10)
-	c.buf = append(c.buf, '\r', '\n')
-}
-
-func (c *conn) arg(b []byte) {
-	c.buf = append(c.buf, '$')
-	c.buf = strconv.AppendInt(c.buf, int64(len(b)), 10)
-	c.buf = append(c.buf, '\r', '\n')
-	c.buf = append(c.buf, b...)
-	c.buf = append(c.buf, '\r', '\n')
-}
-
-func (c *conn) argString(s string) {
-	c.buf = append(c.buf, '$')
-	c.buf = strconv.AppendInt(c.buf, int64(len(s)), 10)
-	c.buf = append(c.buf, '\r', '\n')
-	c.buf = append(c.buf, s...)
-	c.buf = append(c.buf, '\r', '\n')
-}
-
-func (c *conn) argInt(v int64) {
-	var tmp [20]byte
-	c.arg(strconv.AppendInt(tmp[:0], v, 10))
-}
-
 // roundTrip sends the command in c.buf and reads one reply, all before
 // deadline (zero: none).
-func (c *conn) roundTrip(deadline time.Time) (reply, error) {
+func (c *conn) roundTrip(deadline time.Time) (*resp.Value, error) {
 	if err := c.nc.SetDeadline(deadline); err != nil {
-		return reply{}, err
+		return nil, err
 	}
 	if _, err := c.nc.Write(c.buf); err != nil {
-		return reply{}, err
+		return nil, err
 	}
 	return c.read()
 }
@@ -93,147 +71,78 @@ func (c *conn) roundTrip(deadline time.Time) (reply, error) {
 // Acquire sends FENCE.ACQUIRE key owner ttl [WAIT wait]. It returns the
 // token, or 0 for a null reply (not granted).
 func (c *conn) Acquire(key string, owner []byte, ttl, wait time.Duration, deadline time.Time) (uint64, error) {
+	var ttlDigits, waitDigits [20]byte
+	c.key = append(c.key[:0], key...)
+	args := [6][]byte{argAcquire, c.key, owner, strconv.AppendInt(ttlDigits[:0], ttl.Milliseconds(), 10)}
+	n := 4
 	if wait > 0 {
-		c.begin(6)
-	} else {
-		c.begin(4)
+		args[4], args[5] = argWait, strconv.AppendInt(waitDigits[:0], max(wait.Milliseconds(), 1), 10)
+		n = 6
 	}
-	c.argString("FENCE.ACQUIRE")
-	c.argString(key)
-	c.arg(owner)
-	c.argInt(ttl.Milliseconds())
-	if wait > 0 {
-		c.argString("WAIT")
-		c.argInt(max(wait.Milliseconds(), 1))
-	}
+	c.buf = resp.AppendCommand(c.buf[:0], args[:n]...)
 	r, err := c.roundTrip(deadline)
 	if err != nil {
 		return 0, err
 	}
 	switch {
-	case r.kind == 0:
+	case r.IsNull:
 		return 0, nil
-	case r.kind == '*' && len(c.arr) == 2 && c.arr[0].kind == ':' && c.arr[0].n > 0:
-		return uint64(c.arr[0].n), nil
+	case r.Kind == resp.Array && len(r.Elems) == 2 && r.Elems[0].Kind == resp.Integer && r.Elems[0].Int > 0:
+		return uint64(r.Elems[0].Int), nil
 	}
-	return 0, fmt.Errorf("%w: FENCE.ACQUIRE answered %s", errProtocol, c.describe(r))
+	return 0, fmt.Errorf("%w: FENCE.ACQUIRE answered %s", errProtocol, describe(r))
 }
 
 // Release sends FENCE.RELEASE key owner and returns the integer reply.
 func (c *conn) Release(key string, owner []byte, deadline time.Time) (int64, error) {
-	c.begin(3)
-	c.argString("FENCE.RELEASE")
-	c.argString(key)
-	c.arg(owner)
+	c.key = append(c.key[:0], key...)
+	c.buf = resp.AppendCommand(c.buf[:0], argRelease, c.key, owner)
 	r, err := c.roundTrip(deadline)
 	if err != nil {
 		return 0, err
 	}
-	if r.kind != ':' {
-		return 0, fmt.Errorf("%w: FENCE.RELEASE answered %s", errProtocol, c.describe(r))
+	if r.Kind != resp.Integer {
+		return 0, fmt.Errorf("%w: FENCE.RELEASE answered %s", errProtocol, describe(r))
 	}
-	return r.n, nil
+	return r.Int, nil
 }
 
-// Do sends any command of string arguments and returns the reply; for an
-// array, the elements are in c.arr (one level deep only).
-func (c *conn) Do(deadline time.Time, args ...string) (reply, error) {
-	c.begin(len(args))
-	for _, a := range args {
-		c.argString(a)
+// Do sends any command of string arguments and returns the reply, which
+// is good until the next command on c.
+func (c *conn) Do(deadline time.Time, args ...string) (*resp.Value, error) {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
 	}
+	c.buf = resp.AppendCommand(c.buf[:0], b...)
 	return c.roundTrip(deadline)
 }
 
-func (c *conn) describe(r reply) string {
-	switch r.kind {
-	case 0:
+func describe(r *resp.Value) string {
+	switch {
+	case r.IsNull:
 		return "null"
-	case ':':
-		return "integer " + strconv.FormatInt(r.n, 10)
-	case '*':
-		return fmt.Sprintf("an array of %d", r.n)
+	case r.Kind == resp.Integer:
+		return "integer " + strconv.FormatInt(r.Int, 10)
+	case r.Kind == resp.Array:
+		return fmt.Sprintf("an array of %d", len(r.Elems))
 	default:
-		return strconv.Quote(r.s)
+		return strconv.Quote(r.Str)
 	}
 }
 
-// read parses one reply. Error replies come back as ServerError. Arrays
-// are read one level deep into c.arr; nested arrays are skipped.
-func (c *conn) read() (reply, error) {
-	r, err := c.readValue()
+// read reads one reply. Error replies come back as ServerError, replies
+// that are not RESP as errProtocol.
+func (c *conn) read() (*resp.Value, error) {
+	r, err := c.r.ReadValue()
+	if errors.Is(err, resp.ErrMalformed) {
+		return nil, fmt.Errorf("%w: %w", errProtocol, err)
+	}
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	if r.kind == '-' {
-		return r, ServerError(r.s)
-	}
-	c.arr = c.arr[:0]
-	if r.kind == '*' {
-		for i := int64(0); i < r.n; i++ {
-			e, err := c.readValue()
-			if err != nil {
-				return r, err
-			}
-			if e.kind == '*' {
-				if err := c.skip(e.n); err != nil {
-					return r, err
-				}
-			}
-			c.arr = append(c.arr, e)
-		}
+	if r.Kind == resp.Error || r.Kind == resp.BlobError {
+		return r, ServerError(r.Str)
 	}
 	return r, nil
-}
-
-func (c *conn) skip(n int64) error {
-	for i := int64(0); i < n; i++ {
-		e, err := c.readValue()
-		if err != nil {
-			return err
-		}
-		if e.kind == '*' {
-			if err := c.skip(e.n); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// readValue reads one value's header, and a bulk string's body.
-func (c *conn) readValue() (reply, error) {
-	line, err := c.r.ReadSlice('\n')
-	if err != nil {
-		return reply{}, err
-	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return reply{}, fmt.Errorf("%w: bad line %q", errProtocol, line)
-	}
-	body := line[1 : len(line)-2]
-	switch kind := line[0]; kind {
-	case '+', '-':
-		return reply{kind: kind, s: string(body)}, nil
-	case ':', '*', '$':
-		n, err := strconv.ParseInt(string(body), 10, 64)
-		if err != nil {
-			return reply{}, fmt.Errorf("%w: bad length %q", errProtocol, line)
-		}
-		if n < 0 && kind != ':' {
-			return reply{}, nil // null array or bulk string
-		}
-		r := reply{kind: kind, n: n}
-		if kind == '$' {
-			b := make([]byte, n+2)
-			if _, err := io.ReadFull(c.r, b); err != nil {
-				return reply{}, err
-			}
-			r.s = string(b[:n])
-		}
-		return r, nil
-	case '_':
-		return reply{}, nil
-	default:
-		return reply{}, fmt.Errorf("%w: unexpected type %q", errProtocol, line)
-	}
 }
