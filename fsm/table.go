@@ -411,7 +411,6 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 	if l := t.locks[c.Key]; l != nil {
 		r.Lease = *l
 	}
-	return
 }
 
 // put stores c's value under its key. A string gets a new token when it is
