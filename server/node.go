@@ -143,6 +143,13 @@ func nodeID(dir, want string) (string, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("server: reading node id: %w", err)
 	}
+	// Raft state without the ID it belongs to: under another ID the node
+	// would answer for votes and entries that are not its own.
+	if has, err := hasRaftData(dir); err != nil {
+		return "", err
+	} else if has {
+		return "", damaged(path, "missing beside the Raft state in %s", dir)
+	}
 	id := want
 	if id == "" {
 		var r [8]byte
@@ -151,11 +158,7 @@ func nodeID(dir, want string) (string, error) {
 		}
 		id = "node-" + hex.EncodeToString(r[:])
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("server: saving node id: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := writeFileDurably(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("server: saving node id: %w", err)
 	}
 	return id, nil
@@ -168,6 +171,7 @@ func (n *Node) startRaft() error {
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
 	rc.Logger = hclog.New(&hclog.LoggerOptions{
 		Name:   "raft",
 		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
@@ -187,9 +191,18 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, rc.Logger.Named("snapshot"))
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, rc.Logger.Named("snapshot"))
 	if err != nil {
 		return fmt.Errorf("server: opening snapshot store: %w", err)
+	}
+	// The stores' files and directories are new the first time: make
+	// their names durable before anything is written to them.
+	if err := syncDir(cfg.DataDir); err != nil {
+		return err
+	}
+	snaps := durableSnapshots{files, filepath.Join(cfg.DataDir, snapshotsDir)}
+	if err := checkRecoverable(cfg.DataDir, store, snaps); err != nil {
+		return err
 	}
 	if cfg.Transport != nil {
 		n.trans = cfg.Transport

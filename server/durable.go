@@ -1,0 +1,197 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/raft"
+)
+
+// What a node writes survives a power cut only once it is fsynced, and a
+// new file or directory only once the directory that names it is fsynced
+// too. Each file below is made durable before anything that relies on it:
+//
+//   - the node ID is written to a temporary file, fsynced, renamed into
+//     place, and the data directory fsynced, before any Raft state exists;
+//   - the stores' files and directories (wal/, raft.db, snapshots/) are made
+//     durable by an fsync of the data directory once they are opened;
+//   - raft's snapshot store fsyncs a snapshot's files and renames its
+//     directory into place, but never fsyncs that directory itself, so a
+//     power cut could keep the snapshot's name and lose its files; the
+//     node fsyncs it when the snapshot closes, before Raft compacts the log
+//     the snapshot replaces (durableSnapshots).
+//
+// Losing what was not fsynced is normal recovery. What was fsynced and is
+// gone or wrong (checkRecoverable, nodeID) is damage: the node refuses to
+// start, naming the file, rather than rejoin with less than it promised.
+
+// snapshotsDir is where raft's file snapshot store keeps snapshots inside
+// the data directory.
+const snapshotsDir = "snapshots"
+
+// ErrDamaged means the data directory lost or changed something that had
+// been made durable; the error names the file. The node does not start:
+// docs/operations.md says what to do.
+var ErrDamaged = errors.New("server: damaged data directory")
+
+func damaged(path, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s (see docs/operations.md, \"A damaged data directory\")", ErrDamaged, path, fmt.Sprintf(format, args...))
+}
+
+// syncDir fsyncs a directory, making the names in it durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("server: fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileDurably replaces path with data so that after a crash it holds
+// either the old contents or the new, and the new once this returns.
+func writeFileDurably(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// hasRaftData reports whether dir holds any Raft state: a log store or a
+// snapshot directory with something in it.
+func hasRaftData(dir string) (bool, error) {
+	for _, name := range []string{walDir, boltFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return false, fmt.Errorf("server: data dir %s: %w", dir, err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, snapshotsDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("server: data dir %s: %w", dir, err)
+	}
+	return len(entries) > 0, nil
+}
+
+// HasRaftData reports whether the data directory holds Raft state, that is
+// whether a node opened on it restarts rather than starts new.
+func HasRaftData(dir string) (bool, error) { return hasRaftData(dir) }
+
+// durableSnapshots is raft's file snapshot store with each new snapshot's
+// directory fsynced before the snapshot counts as taken.
+type durableSnapshots struct {
+	*raft.FileSnapshotStore
+	dir string // the snapshots directory
+}
+
+func (s durableSnapshots) Create(version raft.SnapshotVersion, index, term uint64,
+	configuration raft.Configuration, configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return durableSink{sink, s.dir}, nil
+}
+
+type durableSink struct {
+	raft.SnapshotSink
+	dir string
+}
+
+// Close finishes the snapshot (raft renames its directory into place and
+// fsyncs the parent), then fsyncs the snapshot's own directory. Raft
+// compacts the log only after Close returns without an error.
+func (s durableSink) Close() error {
+	if err := s.SnapshotSink.Close(); err != nil {
+		return err
+	}
+	return syncDir(filepath.Join(s.dir, s.ID()))
+}
+
+// checkRecoverable refuses a data directory whose Raft state cannot be
+// restored as it was made durable: a snapshot whose data fails its
+// checksum or whose metadata does not read, or a log that begins after the
+// newest snapshot ends (compacted on the strength of a snapshot that is
+// gone). A snapshot directory without metadata is a snapshot a crash
+// interrupted before it counted; raft skips it, and so does this check.
+func checkRecoverable(dataDir string, logs raft.LogStore, snaps raft.SnapshotStore) error {
+	dir := filepath.Join(dataDir, snapshotsDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("server: data dir: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		meta := filepath.Join(dir, e.Name(), "meta.json")
+		b, err := os.ReadFile(meta)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return damaged(meta, "%v", err)
+		}
+		var m raft.SnapshotMeta
+		if err := json.Unmarshal(b, &m); err != nil {
+			return damaged(meta, "snapshot metadata does not read: %v", err)
+		}
+	}
+	metas, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("server: listing snapshots: %w", err)
+	}
+	var snapIndex uint64
+	if len(metas) > 0 {
+		newest := metas[0]
+		_, rc, err := snaps.Open(newest.ID)
+		if err != nil {
+			return damaged(filepath.Join(dir, newest.ID, "state.bin"), "snapshot at index %d does not open: %v", newest.Index, err)
+		}
+		_ = rc.Close()
+		snapIndex = newest.Index
+	}
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("server: reading the raft log: %w", err)
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("server: reading the raft log: %w", err)
+	}
+	if last > snapIndex && first > snapIndex+1 {
+		what := fmt.Sprintf("no snapshot, and the raft log begins at index %d", first)
+		if len(metas) > 0 {
+			what = fmt.Sprintf("the newest snapshot ends at index %d, and the raft log begins at index %d", snapIndex, first)
+		}
+		return damaged(dir, "%s: the entries between are gone", what)
+	}
+	return nil
+}
