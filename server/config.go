@@ -93,6 +93,11 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	// SnapshotRetain is how many snapshots are kept on disk. The default is 2.
 	SnapshotRetain int
+	// TrailingLogs is how many log entries are kept behind a snapshot, so
+	// that a follower that is a little behind catches up from the log and
+	// is not sent the whole table. It bounds the log on disk with
+	// SnapshotThreshold. The default is 10240 (Raft's).
+	TrailingLogs uint64
 
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -119,6 +124,7 @@ func DefaultConfig() Config {
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  10 * time.Second,
 		SnapshotRetain:    2,
+		TrailingLogs:      10240,
 		RaftLogLevel:      "warn",
 	}
 }
@@ -199,6 +205,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotRetain < 1 {
 		bad("SnapshotRetain", "must be at least 1, got %d", c.SnapshotRetain)
+	}
+	if c.TrailingLogs == 0 {
+		bad("TrailingLogs", "must be positive")
 	}
 	return errors.Join(errs...)
 }

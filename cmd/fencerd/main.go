@@ -44,7 +44,7 @@ type options struct {
 	join                                           []string
 	logLevel, raftLogLevel                         string
 	minTTL, maxTTL, maxWait, requestTimeout        time.Duration
-	snapshotThreshold                              uint64
+	snapshotThreshold, raftTrailingLogs            uint64
 	snapshotInterval                               time.Duration
 	defaultLockTTL                                 time.Duration
 	redlockMultiEndpoint                           bool
@@ -119,6 +119,7 @@ Try it with redis-cli:
 	f.BoolVar(&o.raftTLS, "raft-tls", false, "run Raft over mutual TLS with --tls-cert-file, verified against --tls-ca-cert-file (needs both)")
 	f.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", def.SnapshotThreshold, "Raft log entries, or commands applied (an entry may hold a batch), between snapshots")
 	f.DurationVar(&o.snapshotInterval, "snapshot-interval", def.SnapshotInterval, "how often Raft and the node check whether to snapshot")
+	f.Uint64Var(&o.raftTrailingLogs, "raft-trailing-logs", def.TrailingLogs, "Raft log entries kept behind a snapshot, so that a follower a little behind catches up from the log instead of a snapshot")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.raftLogLevel, "raft-log-level", def.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
 	return cmd
@@ -153,6 +154,7 @@ func run(ctx context.Context, o options) error {
 	cfg.Join = len(o.join) > 0
 	cfg.MinTTL, cfg.MaxTTL, cfg.MaxWait, cfg.RaftLogLevel = o.minTTL, o.maxTTL, o.maxWait, o.raftLogLevel
 	cfg.SnapshotThreshold, cfg.SnapshotInterval = o.snapshotThreshold, o.snapshotInterval
+	cfg.TrailingLogs = o.raftTrailingLogs
 	cfg.MaxLocks, cfg.MaxBatch = o.maxLocks, o.maxBatch
 	cfg.MaxValueSize, cfg.MaxWriteSize = o.maxValueSize, o.maxWriteSize
 	if kind, err := server.StoreKind(o.dataDir, o.logStore); err == nil {
@@ -298,7 +300,7 @@ func withFlagHints(err error) error {
 	hints := []struct{ field, flag string }{
 		{"ClientAddr", "--advertise"}, {"RaftAdvertise", "--raft-advertise"}, {"RaftAddr", "--raft-listen"},
 		{"MinTTL", "--min-ttl"}, {"MaxTTL", "--max-ttl"}, {"MaxWait", "--max-wait"}, {"DataDir", "--data-dir"},
-		{"SnapshotThreshold", "--snapshot-threshold"}, {"SnapshotInterval", "--snapshot-interval"},
+		{"SnapshotThreshold", "--snapshot-threshold"}, {"SnapshotInterval", "--snapshot-interval"}, {"TrailingLogs", "--raft-trailing-logs"},
 		{"MaxLocks", "--max-locks"}, {"MaxBatch", "--max-batch"}, {"MaxValueSize", "--max-value-size"},
 		{"MaxWriteSize", "--max-write-size"}, {"ScriptTimeLimit", "--script-time-limit"}, {"MaxArgs", "--max-args"}, {"MaxBulkLen", "--max-bulk-len"},
 		{"MaxClients", "--max-clients"}, {"MaxPipeline", "--max-pipeline"}, {"IdleTimeout", "--idle-timeout"},
