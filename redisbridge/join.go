@@ -2,12 +2,11 @@ package redisbridge
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/fencerlock/fencer/internal/resp"
@@ -29,16 +28,20 @@ func JoinCluster(ctx context.Context, addrs []string, id, raftAddr, clientAddr s
 // it authenticates as user (a user with pattern "*") first. An empty user
 // sends no AUTH. A non-nil tlsCfg connects over TLS.
 func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
-	cmd := resp.AppendCommand(nil, []byte("FENCE.JOIN"), []byte(id), []byte(raftAddr), []byte(clientAddr))
-	if user != "" {
-		cmd = append(resp.AppendCommand(nil, []byte("AUTH"), []byte(user), []byte(password)), cmd...)
-	}
+	auth := authCommand(user, password)
+	cmd := resp.Command("FENCE.JOIN", id, raftAddr, clientAddr)
 	for {
 		for _, addr := range addrs {
-			err := joinOnce(ctx, addr, cmd, tlsCfg)
-			if err == nil {
+			v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg)
+			if err == nil && v.Kind == resp.Error {
+				err = errors.New(v.Str)
+			}
+			if err == nil && v.Str == "OK" {
 				log.Info("joined the cluster", "via", addr)
 				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("unexpected reply %v", v)
 			}
 			log.Warn("join attempt failed", "via", addr, "err", err)
 		}
@@ -50,32 +53,107 @@ func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr
 	}
 }
 
-func joinOnce(ctx context.Context, addr string, cmd []byte, tlsCfg *tls.Config) error {
+// ErrStillMember means a node without Raft state asked to join under the
+// ID of a member: the member's state was lost, and joining again as it
+// would let it vote and acknowledge entries it no longer has.
+var ErrStillMember = errors.New("redisbridge: still a member")
+
+// CheckNotMember asks the cluster's leader, found through any of addrs,
+// whether id is a member, until the leader answers or ctx ends. It returns
+// ErrStillMember if it is. A node that starts with no Raft state asks this
+// before its Raft starts: a member whose data was lost must be removed
+// (FENCE.REMOVE) before it joins again.
+func CheckNotMember(ctx context.Context, addrs []string, id, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
+	auth := authCommand(user, password)
+	cmd := resp.Command("FENCE.MEMBERS")
+	for {
+		for _, addr := range addrs {
+			leader, err := leaderMembers(ctx, addr, auth, cmd, tlsCfg)
+			if err != nil {
+				log.Warn("asking the cluster's members failed", "via", addr, "err", err)
+				continue
+			}
+			for _, m := range leader {
+				if m == id {
+					return fmt.Errorf("%w: %q is a member of the cluster, and this data directory has no Raft state (its state was lost?): remove it first (FENCE.REMOVE %s through any member), then start it again with --join; see docs/operations.md", ErrStillMember, id, id)
+				}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redisbridge: asking the cluster's members: %w", ctx.Err())
+		case <-time.After(joinRetry):
+		}
+	}
+}
+
+// leaderMembers returns the member IDs as the leader knows them: it asks
+// addr, then the leader addr names, and takes the answer only if it comes
+// from the leader (a follower may not have applied a removal yet).
+func leaderMembers(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *tls.Config) ([]string, error) {
+	for range 2 {
+		v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg)
+		if err != nil {
+			return nil, err
+		}
+		if v.Kind == resp.Error {
+			return nil, errors.New(v.Str)
+		}
+		var ids []string
+		leader := ""
+		for _, m := range v.Elems {
+			if len(m.Elems) != 4 {
+				return nil, fmt.Errorf("unexpected FENCE.MEMBERS reply %v", v)
+			}
+			ids = append(ids, m.Elems[0].Str)
+			if m.Elems[3].Str == "leader" {
+				leader = m.Elems[2].Str
+			}
+		}
+		switch leader {
+		case "":
+			return nil, errors.New("no leader known")
+		case addr:
+			return ids, nil
+		}
+		addr = leader
+	}
+	return nil, errors.New("the leader changed while asking")
+}
+
+// authCommand is the AUTH command for user, or nil for none.
+func authCommand(user, password string) []byte {
+	if user == "" {
+		return nil
+	}
+	return resp.Command("AUTH", user, password)
+}
+
+// roundTrip sends auth (if any) and cmd to addr on a new connection and
+// returns cmd's reply.
+func roundTrip(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *tls.Config) (resp.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	conn, err := dialNode(ctx, addr, tlsCfg)
 	if err != nil {
-		return err
+		return resp.Value{}, err
 	}
 	defer conn.Close()
 	dl, _ := ctx.Deadline()
 	_ = conn.SetDeadline(dl)
-	if _, err := conn.Write(cmd); err != nil {
-		return err
+	if _, err := conn.Write(append(append([]byte(nil), auth...), cmd...)); err != nil {
+		return resp.Value{}, err
 	}
 	rd := bufio.NewReader(conn)
-	reply, err := resp.ReadRaw(rd)
-	if err != nil {
-		return err
-	}
-	if bytes.HasPrefix(cmd, []byte("*3\r\n$4\r\nAUTH")) && string(reply) == "+OK\r\n" {
-		// That was AUTH's reply; the join's follows.
-		if reply, err = resp.ReadRaw(rd); err != nil {
-			return err
+	if auth != nil {
+		v, err := resp.ReadValue(rd)
+		if err != nil {
+			return resp.Value{}, err
+		}
+		if v.Kind == resp.Error {
+			return v, nil
 		}
 	}
-	if s := string(reply); s != "+OK\r\n" {
-		return fmt.Errorf("%s", strings.TrimSpace(strings.TrimPrefix(s, "-")))
-	}
-	return nil
+	return resp.ReadValue(rd)
 }

@@ -104,6 +104,19 @@ func hasRaftData(dir string) (bool, error) {
 // whether a node opened on it restarts rather than starts new.
 func HasRaftData(dir string) (bool, error) { return hasRaftData(dir) }
 
+// SavedID returns the node ID saved in the data directory, or "" if none
+// is.
+func SavedID(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, nodeIDFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("server: reading node id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 // durableSnapshots is raft's file snapshot store with each new snapshot's
 // directory fsynced before the snapshot counts as taken.
 type durableSnapshots struct {
