@@ -331,6 +331,24 @@ func TestChaos3Nodes(t *testing.T) { testChaos(t, 3) }
 // TestChaos5Nodes runs the campaign on five nodes.
 func TestChaos5Nodes(t *testing.T) { testChaos(t, 5) }
 
+// TestChaosMembership runs the campaign on three nodes with membership
+// changes only: the leader removing itself, removals and joins during
+// partitions, and replacing a node whose disk was lost.
+func TestChaosMembership(t *testing.T) {
+	requireRoot(t)
+	cfg, run := envCampaign(t, 3)
+	if !run {
+		t.Skipf("CHAOS_NODES=%q leaves out 3 nodes", os.Getenv("CHAOS_NODES"))
+	}
+	cfg.kinds = []faultKind{removeLeader, transferRemove, removeIsolated, joinDuringSplit, removeReadd}
+	cfg.first = removeLeader
+	r := runCampaign(t, cfg)
+	assertClean(t, r, minLeaderChanges(cfg.duration))
+	if got := len(r.faults); got < 2 {
+		t.Errorf("%d membership faults dealt, want at least 2", got)
+	}
+}
+
 func testChaos(t *testing.T, n int) {
 	requireRoot(t)
 	cfg, run := envCampaign(t, n)

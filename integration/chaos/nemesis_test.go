@@ -31,6 +31,15 @@ const (
 	clientPause        faultKind = "client pause > TTL"
 	removeReadd        faultKind = "remove, wipe, re-join"
 	transferLeader     faultKind = "leader transfer"
+	// Membership under faults: the leader removes itself (FENCE.REMOVE of
+	// its own ID, or FENCE.TRANSFER first), a follower cut off by a
+	// partition is removed, a replaced node joins while another is cut
+	// off. Each removed node is replaced as docs/operations.md says: a new
+	// data directory and --join under its old ID.
+	removeLeader    faultKind = "remove leader (its own ID), replace"
+	transferRemove  faultKind = "transfer, remove old leader, replace"
+	removeIsolated  faultKind = "partition: remove isolated follower, replace"
+	joinDuringSplit faultKind = "partition: replace a follower while another is cut off"
 	// revokeLocks is not a fault of the system but an administrative
 	// force-release (FENCE.REVOKE) of the early-expiry keys, which the
 	// invariants exclude. Only the sensitivity tests deal it.
@@ -46,6 +55,7 @@ var deck = []faultKind{
 	pauseLeaderShort, pauseLeaderLong, pauseLeaderLong, pauseFollowerShort, pauseFollowerLong,
 	isolateLeader, isolateLeader, isolateFollower, splitMinority, ringPartition, oneWayPartition,
 	clientPause, removeReadd, transferLeader, transferLeader,
+	removeLeader, transferRemove, removeIsolated, joinDuringSplit,
 }
 
 // Timing of the schedule.
@@ -81,6 +91,9 @@ type nemesis struct {
 	kinds  []faultKind     // the deck this nemesis deals from
 	round  []faultKind
 	first  faultKind // dealt first, if set
+	// everyMin and everyMax, if set, replace faultEveryMin and
+	// faultEveryMax (the soak deals a fault a minute).
+	everyMin, everyMax time.Duration
 
 	mu       sync.Mutex
 	faults   []fault
@@ -108,14 +121,19 @@ func (nm *nemesis) draw() faultKind {
 	// Removing and wiping a node is put off until the log is long enough
 	// for the node to catch up by snapshot.
 	pick := 0
-	if nm.round[0] == removeReadd && nm.appliedIndex() < installAfter {
-		for pick < len(nm.round)-1 && nm.round[pick] == removeReadd {
+	if nm.appliedIndex() < installAfter {
+		for pick < len(nm.round)-1 && replaces(nm.round[pick]) {
 			pick++
 		}
 	}
 	k := nm.round[pick]
 	nm.round = append(nm.round[:pick], nm.round[pick+1:]...)
 	return k
+}
+
+// replaces reports whether a fault kind wipes a node and joins it again.
+func replaces(k faultKind) bool {
+	return k == removeReadd || k == removeLeader || k == transferRemove || k == removeIsolated || k == joinDuringSplit
 }
 
 // installAfter is the applied index past which the leader has compacted its
@@ -139,9 +157,9 @@ func (nm *nemesis) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(nm.rng.Int64N(int64(hi-lo)+1))
 }
 
-// run injects a fault every 5-10 s until stop is closed; the fault in
-// progress is always healed, and the cluster must be whole again (every
-// node a voter, one leader) before the next one.
+// run injects a fault every 5-10 s (everyMin-everyMax if set) until stop
+// is closed; the fault in progress is always healed, and the cluster must
+// be whole again (every node a voter, one leader) before the next one.
 func (nm *nemesis) run(stop <-chan struct{}) {
 	next := time.Now().Add(2 * time.Second)
 	for {
@@ -158,7 +176,11 @@ func (nm *nemesis) run(stop <-chan struct{}) {
 		if err := nm.c.awaitMembers(formTimeout); err != nil {
 			nm.errorf("after %s: %v", f.kind, err)
 		}
-		next = began.Add(nm.between(faultEveryMin, faultEveryMax))
+		lo, hi := faultEveryMin, faultEveryMax
+		if nm.everyMax > 0 {
+			lo, hi = nm.everyMin, nm.everyMax
+		}
+		next = began.Add(nm.between(lo, hi))
 		if earliest := time.Now().Add(time.Second); next.Before(earliest) {
 			next = earliest
 		}
@@ -290,17 +312,49 @@ func (nm *nemesis) inject(kind faultKind) fault {
 	case removeReadd:
 		f.detail = fmt.Sprintf("%s at index %d", name(follower), nm.appliedIndex())
 		nm.kill(follower)
-		nm.remove(follower)
-		if err := c.nodes[follower].wipe(); err != nil {
-			nm.errorf("wiping %s: %v", name(follower), err)
-		}
+		nm.remove(follower, -1)
 		time.Sleep(nm.between(time.Second, 3*time.Second))
-		var join []string
-		for _, i := range others(n, follower) {
-			join = append(join, c.nodes[i].addr())
+		nm.replace(follower)
+	case removeLeader, transferRemove:
+		via := leader // sent to the leader, naming itself
+		f.detail = name(leader)
+		if kind == transferRemove {
+			// Moved away first: the removal is then an ordinary one.
+			via = -1
+			if v, err := c.call(nm.up()[0], adminTimeout, "FENCE.TRANSFER"); err != nil || v != "OK" {
+				f.detail += fmt.Sprintf(" (FENCE.TRANSFER answered %v %v)", v, err)
+			}
 		}
-		c.nodes[follower].setJoin(join)
-		nm.start(follower)
+		lost := time.Now()
+		nm.remove(leader, via)
+		f.recovery = nm.probe([]int{leader}, lost)
+		nm.awaitNotMember(leader)
+		nm.kill(leader)
+		nm.replace(leader)
+	case removeIsolated:
+		f.detail = name(follower)
+		nm.partition(f.detail, cut(n, []int{follower}))
+		nm.remove(follower, -1)
+		time.Sleep(nm.between(time.Second, 3*time.Second))
+		nm.heal()
+		// It may never hear of its removal: the leader's last word to it
+		// was dropped. Stopped and replaced, as the docs say.
+		nm.kill(follower)
+		nm.replace(follower)
+	case joinDuringSplit:
+		other := followers[0]
+		if other == follower && len(followers) > 1 {
+			other = followers[1]
+		}
+		f.detail = fmt.Sprintf("%s replaced, %s cut off", name(follower), name(other))
+		nm.kill(follower)
+		nm.remove(follower, -1)
+		if n >= 3 && other != follower {
+			nm.partition(name(other), cut(n, []int{other}))
+		}
+		nm.replace(follower)
+		time.Sleep(nm.between(time.Second, 3*time.Second))
+		nm.heal()
 	case revokeLocks:
 		revoked := 0
 		for k := range expiryKeys {
@@ -403,14 +457,48 @@ func (nm *nemesis) probe(exclude []int, lost time.Time) time.Duration {
 	return recoverWithin
 }
 
-// remove takes node i out of the cluster with FENCE.REMOVE, through any
-// node that is up, retrying answers that leave the outcome open.
-func (nm *nemesis) remove(i int) {
+// replace starts node i, removed before, with an empty data directory and
+// --join through the others, under its old ID.
+func (nm *nemesis) replace(i int) {
+	if err := nm.c.nodes[i].wipe(); err != nil {
+		nm.errorf("wiping %s: %v", nm.c.nodes[i].id, err)
+	}
+	var join []string
+	for _, j := range others(len(nm.c.nodes), i) {
+		join = append(join, nm.c.nodes[j].addr())
+	}
+	nm.c.nodes[i].setJoin(join)
+	nm.start(i)
+}
+
+// awaitNotMember waits until removed node i says it is not a member, as
+// docs/operations.md says a removed node that heard of its removal does.
+func (nm *nemesis) awaitNotMember(i int) {
+	deadline := time.Now().Add(recoverWithin)
+	var v any
+	var err error
+	for time.Now().Before(deadline) {
+		v, err = nm.c.call(i, 2*time.Second, "FENCE.ACQUIRE", "chaos-removed", "nemesis", ms(time.Minute))
+		if e, isErr := v.(respError); isErr && e.prefix() == "NOLEADER" && strings.Contains(string(e), "not a member") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	nm.errorf("removed %s still answers %v %v after %v", nm.c.nodes[i].id, v, err, recoverWithin)
+}
+
+// remove takes node i out of the cluster with FENCE.REMOVE, through node
+// via, or any other node that is up if via is -1, retrying answers that
+// leave the outcome open.
+func (nm *nemesis) remove(i, via int) {
 	id := nm.c.nodes[i].id
 	deadline := time.Now().Add(recoverWithin)
 	uncertain := false
 	for time.Now().Before(deadline) {
-		via := others(len(nm.c.nodes), i)[nm.rng.IntN(len(nm.c.nodes)-1)]
+		via := via
+		if via < 0 || uncertain {
+			via = others(len(nm.c.nodes), i)[nm.rng.IntN(len(nm.c.nodes)-1)]
+		}
 		v, err := nm.c.call(via, adminTimeout+serverRequestTimeout, "FENCE.REMOVE", id)
 		if err == nil && v == "OK" {
 			return
