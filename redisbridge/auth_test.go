@@ -127,7 +127,7 @@ func TestJoinAuthenticates(t *testing.T) {
 	addr := startAuth(t)
 	join := resp.Command("FENCE.JOIN")
 	reply := func(auth []byte) string {
-		v, err := roundTrip(t.Context(), addr, auth, join, nil)
+		v, err := roundTrip(t.Context(), addr, auth, join, nil, time.Second)
 		require.NoError(t, err)
 		return v.Str
 	}

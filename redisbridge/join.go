@@ -12,8 +12,14 @@ import (
 	"github.com/fencerlock/fencer/internal/resp"
 )
 
-// joinRetry is the pause between rounds of join attempts.
-const joinRetry = time.Second
+// joinRetry is the pause between rounds of join attempts. A join waits
+// for its configuration change to commit; FENCE.MEMBERS is answered at
+// once, so a member that does not answer soon is skipped for the next.
+const (
+	joinRetry      = time.Second
+	joinTimeout    = 15 * time.Second
+	membersTimeout = 2 * time.Second
+)
 
 // JoinCluster asks the cluster reachable at any of addrs (client addresses
 // of existing members) to add this node, with FENCE.JOIN, until one accepts
@@ -32,7 +38,7 @@ func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr
 	cmd := resp.Command("FENCE.JOIN", id, raftAddr, clientAddr)
 	for {
 		for _, addr := range addrs {
-			v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg)
+			v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg, joinTimeout)
 			if err == nil && v.Kind == resp.Error {
 				err = errors.New(v.Str)
 			}
@@ -93,7 +99,7 @@ func CheckNotMember(ctx context.Context, addrs []string, id, user, password stri
 // from the leader (a follower may not have applied a removal yet).
 func leaderMembers(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *tls.Config) ([]string, error) {
 	for range 2 {
-		v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg)
+		v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg, membersTimeout)
 		if err != nil {
 			return nil, err
 		}
@@ -131,9 +137,9 @@ func authCommand(user, password string) []byte {
 }
 
 // roundTrip sends auth (if any) and cmd to addr on a new connection and
-// returns cmd's reply.
-func roundTrip(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *tls.Config) (resp.Value, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+// returns cmd's reply, within timeout.
+func roundTrip(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *tls.Config, timeout time.Duration) (resp.Value, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := dialNode(ctx, addr, tlsCfg)
 	if err != nil {

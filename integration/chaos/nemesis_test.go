@@ -349,12 +349,20 @@ func (nm *nemesis) inject(kind faultKind) fault {
 		f.detail = fmt.Sprintf("%s replaced, %s cut off", name(follower), name(other))
 		nm.kill(follower)
 		nm.remove(follower, -1)
-		if n >= 3 && other != follower {
+		if other != follower {
 			nm.partition(name(other), cut(n, []int{other}))
 		}
-		nm.replace(follower)
+		// With three nodes the two left have no majority while one is cut
+		// off: the replacement waits (it asks the leader whether its ID is
+		// still a member before it starts) until the partition heals.
+		started := make(chan struct{})
+		go func() {
+			defer close(started)
+			nm.replace(follower)
+		}()
 		time.Sleep(nm.between(time.Second, 3*time.Second))
 		nm.heal()
+		<-started
 	case revokeLocks:
 		revoked := 0
 		for k := range expiryKeys {
