@@ -3,9 +3,16 @@
 package server
 
 import (
+	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/types"
 )
 
 // Deliberate bugs, switched on by name in the FENCER_FAULTS environment
@@ -20,7 +27,37 @@ const (
 	// faultStaleReads: reads are answered from the local table without
 	// confirming leadership or forwarding (breaks "linearizable reads").
 	faultStaleReads = "stale-reads"
+	// faultSkipFsync: raft-wal's segment files are never fsynced (nor the
+	// directory that names a new one), so an entry counts as stored while
+	// it is only in the page cache (breaks "an acknowledged grant is never
+	// lost" across a power cut).
+	faultSkipFsync = "skip-fsync"
 )
+
+// walFS is raft-wal's file system, without fsync under skip-fsync.
+func walFS() types.VFS {
+	if faultActive(faultSkipFsync) {
+		return noSyncFS{walfs.New()}
+	}
+	return walfs.New()
+}
+
+// noSyncFS is raft-wal's file system whose files' Sync does nothing.
+type noSyncFS struct{ *walfs.FS }
+
+func (f noSyncFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	w, err := f.FS.Create(dir, name, size)
+	return noSyncFile{w}, err
+}
+
+func (f noSyncFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	w, err := f.FS.OpenWriter(dir, name)
+	return noSyncFile{w}, err
+}
+
+type noSyncFile struct{ types.WritableFile }
+
+func (noSyncFile) Sync() error { return nil }
 
 // Injected faults, not bugs: they move the cluster between two steps of the
 // code so that tests with real processes can reach an interleaving on demand.
@@ -34,6 +71,15 @@ const (
 	// script) was worked out and before its entry is proposed.
 	faultTransferBeforeCommit = "transfer-before-commit"
 )
+
+// clockRateEnv names the variable that makes this node's lease clock run at
+// a factor of real time: FENCER_CLOCK_RATE=1.05 runs it 5 % fast (leases end
+// after TTL/1.05 of real time), 0.9 runs it slow. Only the lessor's clock is
+// scaled; Raft's timers and everything else keep real time. It lets the
+// fault campaign measure how much faster than a client's clock a leader's
+// may run before leases end early (docs/safety.md, Clocks that run at
+// different rates).
+const clockRateEnv = "FENCER_CLOCK_RATE"
 
 var activeFaults = strings.Split(os.Getenv("FENCER_FAULTS"), ",")
 
@@ -86,4 +132,42 @@ func (n *Node) faultTransfer(fault string) {
 	if err := n.raft.LeadershipTransfer().Error(); err != nil {
 		n.log.Warn("fault: leadership transfer failed", "err", err)
 	}
+}
+
+// leaseClock is the clock the lessor times leases on: real time scaled by
+// rate (zero: real time).
+type leaseClock struct{ rate float64 }
+
+// newLeaseClock reads FENCER_CLOCK_RATE when a node opens. A value that is
+// not a positive factor stops the node: a fault build is only ever run by a
+// test, which should not go on measuring the wrong thing.
+func newLeaseClock() leaseClock {
+	s := os.Getenv(clockRateEnv)
+	if s == "" {
+		return leaseClock{}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		panic(fmt.Sprintf("server: %s=%q: want a positive factor such as 1.05", clockRateEnv, s))
+	}
+	return leaseClock{rate: f}
+}
+
+// leaseTime converts real elapsed time to elapsed lease time. Rounding is
+// down: the lease clock never reads ahead of rate × real time.
+func (c leaseClock) leaseTime(d time.Duration) time.Duration {
+	if c.rate == 0 {
+		return d
+	}
+	return time.Duration(math.Floor(float64(d) * c.rate))
+}
+
+// realTime converts elapsed lease time to the real time it takes. Rounding
+// is up, so a timer set with it never fires before the lease clock reaches
+// its deadline.
+func (c leaseClock) realTime(d time.Duration) time.Duration {
+	if c.rate == 0 {
+		return d
+	}
+	return time.Duration(math.Ceil(float64(d) / c.rate))
 }

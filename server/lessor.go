@@ -19,9 +19,15 @@ import (
 // epoch on the monotonic clock), so there is no second map, and the heap
 // holds small values.
 //
+// Deadlines and remaining times are on the lease clock (clock), which is the
+// monotonic clock itself except in a fault build that makes it run fast or
+// slow (FENCER_CLOCK_RATE); next and deadline convert back to real time for
+// the timers.
+//
 // All methods are called with Node.mu held.
 type lessor struct {
 	epoch    time.Time // carries a monotonic reading
+	clock    leaseClock
 	table    *fsm.Table
 	queue    deadlineHeap
 	expiring map[string]fsm.LeaseRef // leases with an Expire in flight
@@ -31,10 +37,14 @@ type lessor struct {
 const forever = time.Duration(1<<63 - 1)
 
 func newLessor(table *fsm.Table) *lessor {
-	return &lessor{epoch: time.Now(), table: table, expiring: make(map[string]fsm.LeaseRef)}
+	return &lessor{epoch: time.Now(), clock: newLeaseClock(), table: table, expiring: make(map[string]fsm.LeaseRef)}
 }
 
-func (ls *lessor) mono(t time.Time) int64 { return int64(t.Sub(ls.epoch)) }
+// mono returns the lease clock's reading at t: nanoseconds since the epoch.
+func (ls *lessor) mono(t time.Time) int64 { return int64(ls.clock.leaseTime(t.Sub(ls.epoch))) }
+
+// at returns the real time at which the lease clock reads d.
+func (ls *lessor) at(d int64) time.Time { return ls.epoch.Add(ls.clock.realTime(time.Duration(d))) }
 
 // set records that key's lease l was granted or renewed at now. A key
 // without a TTL is not timed.
@@ -87,9 +97,9 @@ func (ls *lessor) drop(key string, token uint64) {
 	}
 }
 
-// remaining returns how long lease l has left on this node's clock; zero or
-// less means it has run out. A lease not timed yet (which cannot happen
-// under Node.mu) counts as run out rather than guessed.
+// remaining returns how long lease l has left on this node's lease clock;
+// zero or less means it has run out. A lease not timed yet (which cannot
+// happen under Node.mu) counts as run out rather than guessed.
 func (ls *lessor) remaining(l fsm.Lease, now time.Time) time.Duration {
 	if l.TTL == 0 {
 		return forever // a key without a TTL never runs out
@@ -103,7 +113,7 @@ func (ls *lessor) remaining(l fsm.Lease, now time.Time) time.Duration {
 // deadline returns when key's current lease runs out, if it is timed.
 func (ls *lessor) deadline(key string) (time.Time, bool) {
 	l, ok := ls.table.Get(key)
-	return ls.epoch.Add(time.Duration(l.Deadline)), ok && l.Deadline != 0
+	return ls.at(l.Deadline), ok && l.Deadline != 0
 }
 
 // restartAll gives every lease in the table its full TTL from now.
@@ -127,7 +137,7 @@ func (ls *lessor) next() (time.Time, bool) {
 	for len(ls.queue) > 0 {
 		it := ls.queue[0]
 		if _, busy := ls.expiring[it.key]; ls.current(it) && !busy {
-			return ls.epoch.Add(time.Duration(it.deadline)), true
+			return ls.at(it.deadline), true
 		}
 		heap.Pop(&ls.queue) // stale: renewed, freed, or already expiring
 	}

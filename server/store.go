@@ -12,6 +12,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
@@ -104,10 +105,20 @@ func OpenRaftStore(dir, kind string) (RaftStore, error) {
 			return nil, fmt.Errorf("server: opening raft store: %w", err)
 		}
 		meta := &metadb.BoltMetaDB{}
-		w, err := wal.Open(path, wal.WithMetaStore(meta))
+		w, err := wal.Open(path, wal.WithMetaStore(meta), wal.WithSegmentFiler(segment.NewFiler(path, walFS())))
 		if err != nil {
 			_ = meta.Close()
 			return nil, fmt.Errorf("server: opening raft store: %w", err)
+		}
+		// raft-wal fsyncs the directory at the first Sync of a segment it
+		// created, but not when it opens one an earlier run created and
+		// whose name a crash may not have made durable (it recreates a
+		// missing tail segment at open, and the run after that appends to
+		// it as to an old one). Making every name durable here closes that.
+		if err := syncDir(path); err != nil {
+			_ = w.Close()
+			_ = meta.Close()
+			return nil, err
 		}
 		return walStore{w, meta}, nil
 	}
