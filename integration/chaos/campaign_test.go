@@ -49,6 +49,9 @@ type campaign struct {
 	workloads      []workloadKind
 	kinds          []faultKind // the deck
 	first          faultKind   // the first fault, if set
+	// lazy puts the data directories on lazyfs (CHAOS_LAZYFS=0: the real
+	// disk, and no power cuts).
+	lazy bool
 }
 
 // outcome of a run: figures and what the checkers found.
@@ -90,7 +93,10 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 	c := campaign{nodes: n, duration: defaultDuration, clientsPerNode: defaultClients, bin: fencerdBin,
 		seed:      uint64(time.Now().UnixNano()),
 		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync},
-		kinds:     deck, first: killLeader}
+		kinds:     deck, first: killLeader, lazy: os.Getenv("CHAOS_LAZYFS") != "0"}
+	if !c.lazy {
+		c.kinds = slices.DeleteFunc(slices.Clone(deck), func(k faultKind) bool { return slices.Contains(powerCuts, k) })
+	}
 	if s := os.Getenv("CHAOS_NODES"); s != "" && !slices.Contains(atois(t, "CHAOS_NODES", strings.Fields(s)), n) {
 		return c, false
 	}
@@ -162,7 +168,7 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	c, err := startCluster(clusterConfig{nodes: cfg.nodes, bin: cfg.bin, env: cfg.env, dir: dir})
+	c, err := startCluster(clusterConfig{nodes: cfg.nodes, bin: cfg.bin, env: cfg.env, dir: dir, lazy: cfg.lazy, seed: cfg.seed})
 	if err != nil {
 		t.Fatalf("starting the cluster: %v", err)
 	}
@@ -346,6 +352,26 @@ func TestChaosMembership(t *testing.T) {
 	assertClean(t, r, minLeaderChanges(cfg.duration))
 	if got := len(r.faults); got < 2 {
 		t.Errorf("%d membership faults dealt, want at least 2", got)
+	}
+}
+
+// TestChaosPowerCuts runs the campaign on three nodes with power cuts
+// only: one node, a majority, every node, each restarted on what its
+// lazyfs kept.
+func TestChaosPowerCuts(t *testing.T) {
+	requireRoot(t)
+	cfg, run := envCampaign(t, 3)
+	if !run {
+		t.Skipf("CHAOS_NODES=%q leaves out 3 nodes", os.Getenv("CHAOS_NODES"))
+	}
+	if !cfg.lazy {
+		t.Fatal("CHAOS_LAZYFS=0: power cuts need the data on lazyfs")
+	}
+	cfg.kinds, cfg.first = powerCuts, powerCutAll
+	r := runCampaign(t, cfg)
+	assertClean(t, r, minLeaderChanges(cfg.duration))
+	if got := len(r.faults); got < 3 {
+		t.Errorf("%d power cuts dealt, want at least 3", got)
 	}
 }
 

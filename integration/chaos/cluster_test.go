@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/lazyfs"
 )
 
 const (
@@ -39,6 +41,13 @@ type clusterConfig struct {
 	bin   string
 	env   []string // extra environment for fencerd (FENCER_FAULTS)
 	dir   string   // where data and logs go
+	// nodeEnv is extra environment for single nodes, by index, after env
+	// (FENCER_CLOCK_RATE for one node).
+	nodeEnv [][]string
+	// lazy puts each node's data directory on a lazyfs mount, which can
+	// lose what was not fsynced (power cuts); seed picks its torn pages.
+	lazy bool
+	seed uint64
 }
 
 // cluster is n fencerd processes, each in its own namespace of one network.
@@ -79,15 +88,27 @@ func startCluster(cfg clusterConfig) (_ *cluster, err error) {
 	}()
 	var joins []string
 	for i := range cfg.nodes {
+		env := cfg.env
+		if i < len(cfg.nodeEnv) {
+			env = append(slices.Clip(cfg.env), cfg.nodeEnv[i]...)
+		}
 		n := &node{
 			idx: i, id: fmt.Sprintf("n%d", i+1), ns: nw.nodes[i], ip: nodeIP(i),
 			dir: filepath.Join(cfg.dir, fmt.Sprintf("n%d", i+1)),
-			bin: cfg.bin, env: cfg.env, nw: nw,
+			bin: cfg.bin, env: env, nw: nw,
 		}
 		n.dataDir = filepath.Join(n.dir, "data")
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
 			return nil, err
 		}
+		if cfg.lazy {
+			disk, err := lazyfs.Mount(n.dataDir, filepath.Join(n.dir, "disk"), lazyfs.Options{Torn: true, Seed: cfg.seed + uint64(i)})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", n.id, err)
+			}
+			n.disk = disk
+		}
+		c.nodes = append(c.nodes, n)
 		n.args = []string{
 			"--id", n.id,
 			"--data-dir", n.dataDir,
@@ -106,7 +127,6 @@ func startCluster(cfg clusterConfig) (_ *cluster, err error) {
 			n.args = append(n.args, "--join", strings.Join(joins, ","))
 		}
 		joins = append(joins, n.addr())
-		c.nodes = append(c.nodes, n)
 	}
 	begin := time.Now()
 	for i, n := range c.nodes {
@@ -143,6 +163,13 @@ func (c *cluster) teardown() {
 			}()
 		}
 		wg.Wait()
+		for _, n := range c.nodes {
+			if n.disk != nil {
+				if err := n.disk.Unmount(); err != nil {
+					fmt.Fprintf(os.Stderr, "chaos: unmounting %s: %v\n", n.dataDir, err)
+				}
+			}
+		}
 		if err := c.nw.teardown(); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos: teardown:", err)
 		}

@@ -155,7 +155,13 @@ var linModel = porcupine.Model{
 		return h.Sum64()
 	},
 	DescribeOperation: func(input, output any) string {
-		in, out := input.(linInput), output.(linOutput)
+		in, okIn := input.(linInput)
+		out, okOut := output.(linOutput)
+		if !okIn || !okOut {
+			// porcupine v1.3.1's visualizer can meet a return before
+			// its call when their times tie.
+			return fmt.Sprintf("%v -> %v", input, output)
+		}
 		res := "?"
 		switch {
 		case out.unknown:

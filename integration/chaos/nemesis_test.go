@@ -5,6 +5,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,11 @@ const (
 	transferRemove  faultKind = "transfer, remove old leader, replace"
 	removeIsolated  faultKind = "partition: remove isolated follower, replace"
 	joinDuringSplit faultKind = "partition: replace a follower while another is cut off"
+	// Power cuts (data on lazyfs): the node loses what it had not
+	// fsynced, a page may be torn, and it restarts on what is left.
+	powerCutOne      faultKind = "power cut one node, restart"
+	powerCutMajority faultKind = "power cut a majority, restart"
+	powerCutAll      faultKind = "power cut every node, restart"
 	// revokeLocks is not a fault of the system but an administrative
 	// force-release (FENCE.REVOKE) of the early-expiry keys, which the
 	// invariants exclude. Only the sensitivity tests deal it.
@@ -56,7 +62,11 @@ var deck = []faultKind{
 	isolateLeader, isolateLeader, isolateFollower, splitMinority, ringPartition, oneWayPartition,
 	clientPause, removeReadd, transferLeader, transferLeader,
 	removeLeader, transferRemove, removeIsolated, joinDuringSplit,
+	powerCutOne, powerCutOne, powerCutMajority, powerCutAll,
 }
+
+// powerCuts are the faults that need the nodes' data on lazyfs.
+var powerCuts = []faultKind{powerCutOne, powerCutMajority, powerCutAll}
 
 // Timing of the schedule.
 const (
@@ -309,6 +319,36 @@ func (nm *nemesis) inject(kind faultKind) fault {
 		if nm.fenced != nil {
 			nm.fenced.requestPauses(k)
 		}
+	case powerCutOne:
+		victim := follower
+		if nm.rng.IntN(2) == 0 {
+			victim = leader
+		}
+		lost := time.Now()
+		f.detail = nm.powerCut([]int{victim})
+		if victim == leader {
+			f.recovery = nm.probe([]int{victim}, lost)
+		}
+		time.Sleep(time.Until(lost.Add(nm.between(time.Second, 3*time.Second))))
+		nm.start(victim)
+	case powerCutMajority:
+		victims := nm.pick(n, n/2+1)
+		f.detail = nm.powerCut(victims)
+		time.Sleep(nm.between(500*time.Millisecond, 2*time.Second))
+		restarted := time.Now()
+		nm.parallel(victims, nm.start)
+		if contains(victims, leader) {
+			f.recovery = nm.probe(nil, restarted)
+		}
+	case powerCutAll:
+		f.detail = nm.powerCut(c.all())
+		time.Sleep(nm.between(500*time.Millisecond, 2*time.Second))
+		restarted := time.Now()
+		nm.mu.Lock()
+		nm.restarts = append(nm.restarts, nm.clk.now())
+		nm.mu.Unlock()
+		nm.parallel(c.all(), nm.start)
+		f.recovery = nm.probe(nil, restarted)
 	case removeReadd:
 		f.detail = fmt.Sprintf("%s at index %d", name(follower), nm.appliedIndex())
 		nm.kill(follower)
@@ -380,6 +420,22 @@ func (nm *nemesis) inject(kind faultKind) fault {
 		}
 	}
 	return f
+}
+
+// powerCut cuts the power of the nodes at once: all are killed first,
+// then each one's file system drops what was not fsynced. It says what
+// each lost.
+func (nm *nemesis) powerCut(victims []int) string {
+	nm.parallel(victims, nm.kill)
+	lost := make([]string, len(victims))
+	nm.parallel(victims, func(i int) {
+		r, err := nm.c.nodes[i].powerCut()
+		if err != nil {
+			nm.errorf("power cut of %s: %v", nm.c.nodes[i].id, err)
+		}
+		lost[slices.Index(victims, i)] = nm.c.nodes[i].id + " (" + r.String() + ")"
+	})
+	return strings.Join(lost, ", ")
 }
 
 func (nm *nemesis) kill(i int) {

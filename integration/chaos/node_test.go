@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/lazyfs"
 )
 
 const (
@@ -36,6 +38,7 @@ type node struct {
 	bin     string
 	env     []string
 	nw      *network
+	disk    *lazyfs.FS // dataDir's file system, if lazyfs
 
 	mu     sync.Mutex
 	args   []string
@@ -197,7 +200,22 @@ func (n *node) wipe() error {
 	if n.running() {
 		return fmt.Errorf("%s: wipe while running", n.id)
 	}
+	if n.disk != nil {
+		return n.disk.Wipe()
+	}
 	return os.RemoveAll(n.dataDir)
+}
+
+// powerCut kills the process and drops what its file system had not made
+// durable, as a power cut would; the process restarts on what is left.
+func (n *node) powerCut() (lazyfs.Report, error) {
+	if n.disk == nil {
+		return lazyfs.Report{}, fmt.Errorf("%s: no lazyfs to cut the power of", n.id)
+	}
+	if err := n.kill(); err != nil {
+		return lazyfs.Report{}, err
+	}
+	return n.disk.PowerCut()
 }
 
 // setJoin makes later starts join through addrs (a wiped node needs it;
