@@ -47,6 +47,18 @@ chaos:
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_NODES="$(CHAOS_NODES)" CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -count=1 -timeout 0 -v -run '^TestChaos' ./integration/chaos/
 
+# chaos-clock: TestClockRate at more leader clock factors and for longer than
+# go test's short run: where early expiry appears as one node's lease clock
+# runs fast, with and without the client's drift allowance, and the fenced
+# store refusing the late writers (docs/safety.md, Clocks that run at
+# different rates). Needs root, ip and iptables.
+CHAOS_CLOCK_RATES ?= 1 1.005 1.01 1.015 1.02 1.05 1.2 2 0.5
+CHAOS_CLOCK_DURATION ?= 45s
+.PHONY: chaos-clock
+chaos-clock:
+	CHAOS_CLOCK_RATES="$(CHAOS_CLOCK_RATES)" CHAOS_CLOCK_DURATION=$(CHAOS_CLOCK_DURATION) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestClockRate$$' ./integration/chaos/
+
 # bench: fencer (one node and three) beside bare raft on the same settings
 # and, with PEERS=1, beside redis, redis-aof-always, redlock and etcd (a
 # patched copy of ../shared/peerbench), in one run; prints one table with

@@ -16,7 +16,16 @@
 // a follower, shorter and longer than the election timeout and the short
 // TTL; partitions (isolate the leader, minority/majority split, majorities
 // ring or bridge, one-way); client pauses longer than the TTL; removing a
-// node, wiping it and joining it again; leadership transfer.
+// node, wiping it and joining it again; leadership transfer; power cuts of
+// one node, a majority and every node; the leader removing itself (with and
+// without a transfer first), a follower removed while cut off, a node
+// replaced while another is cut off.
+//
+// Each node's data directory is a lazyfs mount (internal/lazyfs): a power
+// cut kills the process and throws away what it had not fsynced (file
+// bytes since their last fsync, names since their directory's last fsync,
+// one torn page). CHAOS_LAZYFS=0 uses the real disk and deals no power
+// cuts. TestChaosPowerCuts and TestChaosMembership deal only those faults.
 //
 // Workloads: native acquires checked for linearizability (long TTLs) and for
 // early expiry (short TTLs); a fenced read-modify-write through native
@@ -30,6 +39,12 @@
 // tokens unique and increasing in real-time order across the run, restarts
 // included; at the end, the same FENCE.STATEHASH on every node and no panic
 // or data race in any log.
+//
+// TestClockRate runs 3-node clusters whose leader's lease clock runs fast
+// or slow by a factor (fencerd built with -tags fencer_faults,
+// FENCER_CLOCK_RATE) and tabulates early expiries with and without the
+// client's drift allowance and late writes refused by the fenced store
+// (`make chaos-clock` for more factors and longer runs).
 //
 // The tests need root (namespaces and iptables), ip(8) and iptables(8).
 // `go test ./integration/chaos/` runs a short campaign on 3 and 5 nodes and
