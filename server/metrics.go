@@ -125,6 +125,17 @@ func (n *Node) registerNodeGauges() {
 		Help: "Commands this node proposed (as leader), in fencer_proposed_entries_total entries.",
 	}, func() float64 { _, c := n.batch.stats(); return float64(c) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_log_entries",
+		Help: "Raft log entries kept in this node's log store: those since the last snapshot, and the trailing ones kept behind it (--raft-trailing-logs).",
+	}, func() float64 {
+		first, err1 := n.store.FirstIndex()
+		last, err2 := n.store.LastIndex()
+		if err1 != nil || err2 != nil || last < first || last == 0 {
+			return 0
+		}
+		return float64(last - first + 1)
+	}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencer_applied_index",
 		Help: "Raft index of the last entry applied by this node.",
 	}, func() float64 { return float64(n.raft.AppliedIndex()) }))

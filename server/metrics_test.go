@@ -57,6 +57,8 @@ func TestMetricsMoveAfterRequests(t *testing.T) {
 	assert.Equal(t, 0.0, sample(t, body, `fencer_locks_held`))
 	assert.Equal(t, 0.0, sample(t, body, `fencer_request_duration_seconds_count{op="acquire"}`))
 	writes := sample(t, body, `fencer_log_store_write_seconds_count`)
+	entries := sample(t, body, `fencer_log_entries`)
+	assert.GreaterOrEqual(t, entries, 1.0, "a new node's log holds its bootstrap configuration")
 
 	ctx := ctxT(t)
 	mustAcquire(t, n, "a", "me", 10*time.Second)
@@ -78,6 +80,7 @@ func TestMetricsMoveAfterRequests(t *testing.T) {
 	assert.Equal(t, 1.0, sample(t, body, `fencer_requests_total{op="extend",outcome="extended"}`))
 	assert.Equal(t, 3.0, sample(t, body, `fencer_request_duration_seconds_count{op="acquire"}`))
 	assert.Greater(t, sample(t, body, `fencer_log_store_write_seconds_count`), writes)
+	assert.Greater(t, sample(t, body, `fencer_log_entries`), entries)
 	assert.Equal(t, 2.0, sample(t, body, `fencer_locks_held`))
 
 	// The 200ms lease expires on the leader; the series say so.
