@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build test integ bench gobench lint fuzz fuzz-short clean
+.PHONY: all build test integ bench gobench lint fuzz fuzz-short clean soak
 
 all: build
 

@@ -18,6 +18,15 @@ const (
 	ReleaseMemoryMax = 1 << 17
 )
 
+// releaseMemoryWindow and releaseMemoryMax are the bounds New gives a table:
+// the constants above, except in a binary built with -tags fencer_faults,
+// where the soak lowers them through the environment, on every node alike
+// (release_faults.go).
+var (
+	releaseMemoryWindow uint64 = ReleaseMemoryWindow
+	releaseMemoryMax           = ReleaseMemoryMax
+)
+
 // Kind is the type of a key's value, as Redis has types.
 type Kind uint8
 
@@ -188,8 +197,8 @@ func New() *Table {
 		locks:     make(map[string]*Lease),
 		mem:       make(map[string]released),
 		members:   make(map[string]string),
-		memWindow: ReleaseMemoryWindow,
-		memMax:    ReleaseMemoryMax,
+		memWindow: releaseMemoryWindow,
+		memMax:    releaseMemoryMax,
 	}
 }
 
