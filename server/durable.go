@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fencerlock/fencer/internal/atomicfile"
 	"github.com/hashicorp/raft"
 )
 
@@ -44,43 +45,10 @@ func damaged(path, format string, args ...any) error {
 
 // syncDir fsyncs a directory, making the names in it durable.
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("server: fsync %s: %w", dir, err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
 	return nil
-}
-
-// writeFileDurably replaces path with data so that after a crash it holds
-// either the old contents or the new, and the new once this returns.
-func writeFileDurably(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
 }
 
 // hasRaftData reports whether dir holds any Raft state: a log store or a

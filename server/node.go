@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/fencerlock/fencer/internal/atomicfile"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
@@ -158,7 +159,7 @@ func nodeID(dir, want string) (string, error) {
 		}
 		id = "node-" + hex.EncodeToString(r[:])
 	}
-	if err := writeFileDurably(path, []byte(id+"\n")); err != nil {
+	if err := atomicfile.Write(path, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("server: saving node id: %w", err)
 	}
 	return id, nil

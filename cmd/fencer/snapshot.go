@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/fencerlock/fencer/client"
+	"github.com/fencerlock/fencer/internal/atomicfile"
 	"github.com/spf13/cobra"
 )
 
@@ -29,7 +28,7 @@ cluster from it with: fencerd --restore FILE --data-dir EMPTY-DIR ...`,
 				if err != nil {
 					return err
 				}
-				if err := writeFileSynced(args[0], data); err != nil {
+				if err := atomicfile.Write(args[0], data, 0o600); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.stdout, "saved %d bytes to %s\n", len(data), args[0])
@@ -38,28 +37,4 @@ cluster from it with: fencerd --restore FILE --data-dir EMPTY-DIR ...`,
 		},
 	})
 	return cmd
-}
-
-// writeFileSynced writes data to path atomically: a synced temporary file
-// in the same directory, renamed over path.
-func writeFileSynced(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }
