@@ -208,14 +208,7 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 		}
 	}
 	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: cfg.kinds, first: cfg.first}
-	nemStop, nemDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(nemDone)
-		nm.run(nemStop)
-	}()
-	time.Sleep(cfg.duration)
-	close(nemStop)
-	<-nemDone
+	nm.runFor(cfg.duration)
 	// A little quiet time on a whole cluster, then stop the clients.
 	time.Sleep(2 * time.Second)
 	close(clientStop)

@@ -240,13 +240,7 @@ func (nm *nemesis) inject(kind faultKind) fault {
 	case killAll:
 		f.detail = "every node"
 		nm.parallel(c.all(), nm.kill)
-		time.Sleep(nm.between(500*time.Millisecond, 2*time.Second))
-		restarted := time.Now()
-		nm.mu.Lock()
-		nm.restarts = append(nm.restarts, nm.clk.now())
-		nm.mu.Unlock()
-		nm.parallel(c.all(), nm.start)
-		f.recovery = nm.probe(nil, restarted)
+		f.recovery = nm.restartAll()
 	case pauseLeaderShort, pauseLeaderLong, pauseFollowerShort, pauseFollowerLong:
 		victim, d := leader, nm.between(shortPauseMin, shortPauseMax)
 		if kind == pauseFollowerShort || kind == pauseFollowerLong {
@@ -342,13 +336,7 @@ func (nm *nemesis) inject(kind faultKind) fault {
 		}
 	case powerCutAll:
 		f.detail = nm.powerCut(c.all())
-		time.Sleep(nm.between(500*time.Millisecond, 2*time.Second))
-		restarted := time.Now()
-		nm.mu.Lock()
-		nm.restarts = append(nm.restarts, nm.clk.now())
-		nm.mu.Unlock()
-		nm.parallel(c.all(), nm.start)
-		f.recovery = nm.probe(nil, restarted)
+		f.recovery = nm.restartAll()
 	case removeReadd:
 		f.detail = fmt.Sprintf("%s at index %d", name(follower), nm.appliedIndex())
 		nm.kill(follower)
@@ -420,6 +408,31 @@ func (nm *nemesis) inject(kind faultKind) fault {
 		}
 	}
 	return f
+}
+
+// restartAll starts every node after a while, all down, records the full
+// restart for the token checker, and returns how long after the start the
+// first write was acknowledged.
+func (nm *nemesis) restartAll() time.Duration {
+	time.Sleep(nm.between(500*time.Millisecond, 2*time.Second))
+	restarted := time.Now()
+	nm.mu.Lock()
+	nm.restarts = append(nm.restarts, nm.clk.now())
+	nm.mu.Unlock()
+	nm.parallel(nm.c.all(), nm.start)
+	return nm.probe(nil, restarted)
+}
+
+// runFor deals faults for d, then lets the fault in progress heal.
+func (nm *nemesis) runFor(d time.Duration) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		nm.run(stop)
+	}()
+	time.Sleep(d)
+	close(stop)
+	<-done
 }
 
 // powerCut cuts the power of the nodes at once: all are killed first,

@@ -241,14 +241,7 @@ func TestSoak(t *testing.T) {
 
 	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: camp.kinds,
 		everyMin: cfg.faultMin, everyMax: cfg.faultMax}
-	nemStop, nemDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(nemDone)
-		nm.run(nemStop)
-	}()
-	time.Sleep(cfg.duration)
-	close(nemStop)
-	<-nemDone
+	nm.runFor(cfg.duration)
 	// The fault in progress ran over the duration; a little quiet time on
 	// a whole cluster, then stop the clients and the sampling.
 	time.Sleep(2 * time.Second)
