@@ -75,6 +75,14 @@ type soakConfig struct {
 	clientsPerNode, leases int
 }
 
+// faultEvery says how often faults come: "1m0s", or "12s-18s".
+func (cfg soakConfig) faultEvery() string {
+	if cfg.faultMin == cfg.faultMax {
+		return cfg.faultMax.String()
+	}
+	return cfg.faultMin.String() + "-" + cfg.faultMax.String()
+}
+
 // envSoak reads SOAK_DURATION, SOAK_SAMPLE, SOAK_OUT and SOAK_SEED.
 func envSoak(t *testing.T) soakConfig {
 	t.Helper()
@@ -144,8 +152,8 @@ func soakBin(t *testing.T, dir string) string {
 func TestSoak(t *testing.T) {
 	requireRoot(t)
 	cfg := envSoak(t)
-	t.Logf("soak: %d nodes, %v, a sample every %v, faults every %v-%v, seed %d (SOAK_SEED=%d draws the same faults again)",
-		soakNodes, cfg.duration, cfg.sample, cfg.faultMin, cfg.faultMax, cfg.seed, cfg.seed)
+	t.Logf("soak: %d nodes, %v, a sample every %v, a fault every %s, seed %d (SOAK_SEED=%d draws the same faults again)",
+		soakNodes, cfg.duration, cfg.sample, cfg.faultEvery(), cfg.seed, cfg.seed)
 	dir, err := os.MkdirTemp("", "fencer-soak-")
 	if err != nil {
 		t.Fatal(err)
@@ -380,8 +388,8 @@ func fitSamples(samples []sample, from time.Duration) []seriesFit {
 // the fits.
 func soakSummary(cfg soakConfig, rep *report, fits []seriesFit) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: %d nodes, %v, a fault every %v-%v, a sample every %v\n",
-		soakNodes, cfg.duration, cfg.faultMin, cfg.faultMax, cfg.sample)
+	fmt.Fprintf(&b, "soak: %d nodes, %v, a fault every %s, a sample every %v\n",
+		soakNodes, cfg.duration, cfg.faultEvery(), cfg.sample)
 	fmt.Fprintf(&b, "limits: snapshot every %s entries, %s kept behind it, release memory %s positions / %s releases\n",
 		soakSnapshotThreshold, soakTrailingLogs, soakReleaseWindow, soakReleaseMax)
 	fmt.Fprintf(&b, "clients beside the campaign's: %d Go client leases (auto-renew), one lock set (0-%d keys, period %v)\n\n",

@@ -251,7 +251,7 @@ func plotSamples(samples []sample, fits []seriesFit, cfg soakConfig, path string
 	var b strings.Builder
 	half := (cfg.duration / 2).Minutes()
 	fmt.Fprintf(&b, "set terminal pngcairo size 1600,1600 font ',10'\nset output '%s'\n", path)
-	b.WriteString("set grid\nset key top left\nset xlabel 'minutes'\nset samples 400\nset yrange [0:*]\n")
+	b.WriteString("set grid\nset key top left opaque\nset xlabel 'minutes'\nset samples 400\nset yrange [0:*]\n")
 	for node := range soakNodes {
 		fmt.Fprintf(&b, "$n%d << EOD\n", node+1)
 		for _, s := range samples {
@@ -267,7 +267,7 @@ func plotSamples(samples []sample, fits []seriesFit, cfg soakConfig, path string
 		b.WriteString("EOD\n")
 	}
 	fmt.Fprintf(&b, "set multiplot layout 4,2 title \"fencer soak: %d nodes, %v, a fault every %v, a sample every %v; dashed: the fit over the second half\"\n",
-		soakNodes, cfg.duration, cfg.faultMax, cfg.sample)
+		soakNodes, cfg.duration, cfg.faultEvery(), cfg.sample)
 	fmt.Fprintf(&b, "set arrow 1 from first %g, graph 0 to first %g, graph 1 nohead dt 3 lc 'gray40'\n", half, half)
 	colors := []string{"#1f77b4", "#d62728", "#2ca02c"}
 	for col, m := range soakMetrics {
