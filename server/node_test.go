@@ -393,9 +393,10 @@ func TestConfigValidate(t *testing.T) {
 	c.MinTTL = 0
 	c.RaftAddr = "0.0.0.0:7380"
 	c.MaxKeyLen = 0
+	c.TrailingLogs = 0
 	err := c.Validate()
 	require.Error(t, err)
-	for _, field := range []string{"MinTTL", "RaftAdvertise", "MaxKeyLen"} {
+	for _, field := range []string{"MinTTL", "RaftAdvertise", "MaxKeyLen", "TrailingLogs"} {
 		assert.ErrorContains(t, err, field)
 	}
 }

@@ -46,6 +46,11 @@
 // client's drift allowance and late writes refused by the fenced store
 // (`make chaos-clock` for more factors and longer runs).
 //
+// TestSoak (`make soak`, an hour; a 75 s version in go test) runs a cluster
+// under mixed load and a fault a minute, samples each node's memory,
+// goroutines, fds, log and snapshots into a CSV and a gnuplot PNG, and fails
+// on growth as well as on violations (docs/operations.md, Soak).
+//
 // The tests need root (namespaces and iptables), ip(8) and iptables(8).
 // `go test ./integration/chaos/` runs a short campaign on 3 and 5 nodes and
 // the sensitivity tests; `make chaos` runs the full one, configured by
