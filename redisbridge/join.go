@@ -64,16 +64,19 @@ func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr
 // would let it vote and acknowledge entries it no longer has.
 var ErrStillMember = errors.New("redisbridge: still a member")
 
-// CheckNotMember asks the cluster's leader, found through any of addrs,
-// whether id is a member, until the leader answers or ctx ends. It returns
-// ErrStillMember if it is. A node that starts with no Raft state asks this
-// before its Raft starts: a member whose data was lost must be removed
-// (FENCE.REMOVE) before it joins again.
-func CheckNotMember(ctx context.Context, addrs []string, id, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
+// CheckNotMember asks the cluster's leader, found through any of addrs
+// other than self, whether id is a member, until the leader answers or ctx
+// ends. It returns ErrStillMember if it is. A node that starts with no Raft
+// state asks this before its Raft starts: a member whose data was lost must
+// be removed (FENCE.REMOVE) before it joins again.
+func CheckNotMember(ctx context.Context, addrs []string, self, id, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
 	auth := authCommand(user, password)
 	cmd := resp.Command("FENCE.MEMBERS")
 	for {
 		for _, addr := range addrs {
+			if addr == self {
+				continue
+			}
 			leader, err := leaderMembers(ctx, addr, auth, cmd, tlsCfg)
 			if err != nil {
 				log.Warn("asking the cluster's members failed", "via", addr, "err", err)

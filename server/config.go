@@ -34,6 +34,11 @@ type Config struct {
 	// existing cluster (Node.Join on its leader) instead of bootstrapping a
 	// new one. With existing state it has no effect.
 	Join bool
+	// CheckJoin, if set, is called with the node's ID when Join is set and
+	// the data directory holds no Raft state, before Raft starts: an error
+	// stops Open. fencerd asks the cluster's leader whether the ID is still
+	// a member (a member whose state was lost must be removed first).
+	CheckJoin func(id string) error
 	// LogStore is the Raft log store of a new data directory: LogStoreWAL
 	// (raft-wal, the default when empty) or LogStoreBolt (raft-boltdb). A
 	// directory that already has a store keeps using it; naming the other

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencerlock/fencer/internal/atomicfile"
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // What a node writes survives a power cut only once it is fsynced, and a
@@ -51,6 +52,32 @@ func syncDir(dir string) error {
 	return nil
 }
 
+// makeDataDir creates the data directory if it is missing, and makes the
+// name of every directory it created durable.
+func makeDataDir(dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("server: data dir: %w", err)
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("server: data dir: %w", err)
+	}
+	for _, d := range missing {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // hasRaftData reports whether dir holds any Raft state: a log store or a
 // snapshot directory with something in it.
 func hasRaftData(dir string) (bool, error) {
@@ -68,21 +95,12 @@ func hasRaftData(dir string) (bool, error) {
 	return len(entries) > 0, nil
 }
 
-// HasRaftData reports whether the data directory holds Raft state, that is
-// whether a node opened on it restarts rather than starts new.
-func HasRaftData(dir string) (bool, error) { return hasRaftData(dir) }
-
-// SavedID returns the node ID saved in the data directory, or "" if none
-// is.
-func SavedID(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, nodeIDFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+// storeName is the log and stable store's name in the data directory.
+func storeName(dataDir string) string {
+	if _, err := os.Stat(filepath.Join(dataDir, boltFile)); err == nil {
+		return boltFile
 	}
-	if err != nil {
-		return "", fmt.Errorf("server: reading node id: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
+	return walDir
 }
 
 // durableSnapshots is raft's file snapshot store with each new snapshot's
@@ -98,22 +116,29 @@ func (s durableSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, err
 	}
-	return durableSink{sink, s.dir}, nil
+	return &durableSink{SnapshotSink: sink, dir: s.dir}, nil
 }
 
 type durableSink struct {
 	raft.SnapshotSink
-	dir string
+	dir    string
+	synced bool // Close may be called again (the FSM's Persist closes too)
 }
 
-// Close finishes the snapshot (raft renames its directory into place and
-// fsyncs the parent), then fsyncs the snapshot's own directory. Raft
-// compacts the log only after Close returns without an error.
-func (s durableSink) Close() error {
-	if err := s.SnapshotSink.Close(); err != nil {
-		return err
+// Close fsyncs the snapshot's directory while it still has its temporary
+// name (raft created both its files in Create; its Close only rewrites
+// them), then lets raft finish: it fsyncs the files, renames the directory
+// into place and fsyncs the parent. So once the name is durable, so are the
+// names inside, and Raft compacts the log only after Close returns nil.
+func (s *durableSink) Close() error {
+	if !s.synced {
+		if err := syncDir(filepath.Join(s.dir, s.ID()+".tmp")); err != nil {
+			_ = s.SnapshotSink.Cancel()
+			return err
+		}
+		s.synced = true
 	}
-	return syncDir(filepath.Join(s.dir, s.ID()))
+	return s.SnapshotSink.Close()
 }
 
 // checkRecoverable refuses a data directory whose Raft state cannot be
@@ -122,7 +147,7 @@ func (s durableSink) Close() error {
 // newest snapshot ends (compacted on the strength of a snapshot that is
 // gone). A snapshot directory without metadata is a snapshot a crash
 // interrupted before it counted; raft skips it, and so does this check.
-func checkRecoverable(dataDir string, logs raft.LogStore, snaps raft.SnapshotStore) error {
+func checkRecoverable(dataDir string, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
 	dir := filepath.Join(dataDir, snapshotsDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -149,7 +174,7 @@ func checkRecoverable(dataDir string, logs raft.LogStore, snaps raft.SnapshotSto
 	if err != nil {
 		return fmt.Errorf("server: listing snapshots: %w", err)
 	}
-	var snapIndex uint64
+	var snapIndex, snapTerm uint64
 	if len(metas) > 0 {
 		newest := metas[0]
 		_, rc, err := snaps.Open(newest.ID)
@@ -157,7 +182,7 @@ func checkRecoverable(dataDir string, logs raft.LogStore, snaps raft.SnapshotSto
 			return damaged(filepath.Join(dir, newest.ID, "state.bin"), "snapshot at index %d does not open: %v", newest.Index, err)
 		}
 		_ = rc.Close()
-		snapIndex = newest.Index
+		snapIndex, snapTerm = newest.Index, newest.Term
 	}
 	first, err := logs.FirstIndex()
 	if err != nil {
@@ -166,6 +191,24 @@ func checkRecoverable(dataDir string, logs raft.LogStore, snaps raft.SnapshotSto
 	last, err := logs.LastIndex()
 	if err != nil {
 		return fmt.Errorf("server: reading the raft log: %w", err)
+	}
+	// Raft saves a term before it stores an entry or a snapshot of it; a
+	// smaller saved term means the store that holds it (with the vote) was
+	// lost or replaced while the rest stayed.
+	term, err := stable.GetUint64([]byte("CurrentTerm"))
+	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return fmt.Errorf("server: reading the raft term: %w", err)
+	}
+	top := snapTerm
+	if last > 0 {
+		var l raft.Log
+		if err := logs.GetLog(last, &l); err != nil {
+			return fmt.Errorf("server: reading the raft log: %w", err)
+		}
+		top = max(top, l.Term)
+	}
+	if term < top {
+		return damaged(filepath.Join(dataDir, storeName(dataDir)), "the saved term %d is below term %d of the log or snapshot: the store of the term and vote was lost or replaced", term, top)
 	}
 	if last > snapIndex && first > snapIndex+1 {
 		what := fmt.Sprintf("no snapshot, and the raft log begins at index %d", first)

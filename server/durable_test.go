@@ -103,6 +103,7 @@ func TestSnapshotMetadata(t *testing.T) {
 // snapshot that ends at 100 or later.
 func TestLogNeedsItsSnapshot(t *testing.T) {
 	logs := raft.NewInmemStore()
+	require.NoError(t, logs.SetUint64([]byte("CurrentTerm"), 1))
 	for i := uint64(101); i <= 120; i++ {
 		require.NoError(t, logs.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogCommand}))
 	}
@@ -126,7 +127,7 @@ func TestLogNeedsItsSnapshot(t *testing.T) {
 	}{{0, false}, {50, false}, {99, false}, {100, true}, {110, true}, {130, true}} {
 		t.Run(fmt.Sprint(tc.snapshot), func(t *testing.T) {
 			dir, snaps := snapshotAt(t, tc.snapshot)
-			err := checkRecoverable(dir, logs, snaps)
+			err := checkRecoverable(dir, logs, logs, snaps)
 			if tc.ok {
 				assert.NoError(t, err)
 				return
@@ -138,8 +139,50 @@ func TestLogNeedsItsSnapshot(t *testing.T) {
 	}
 	// An empty log needs no snapshot, and a log from index 1 none either.
 	dir, snaps := snapshotAt(t, 0)
-	assert.NoError(t, checkRecoverable(dir, raft.NewInmemStore(), snaps))
+	empty := raft.NewInmemStore()
+	assert.NoError(t, checkRecoverable(dir, empty, empty, snaps))
 	whole := raft.NewInmemStore()
+	require.NoError(t, whole.SetUint64([]byte("CurrentTerm"), 1))
 	require.NoError(t, whole.StoreLog(&raft.Log{Index: 1, Term: 1}))
-	assert.NoError(t, checkRecoverable(dir, whole, snaps))
+	assert.NoError(t, checkRecoverable(dir, whole, whole, snaps))
+}
+
+// The saved term is never below the term of the last entry or of the
+// newest snapshot: if it is, the store that holds the term and the vote
+// was lost or replaced beside the rest.
+func TestSavedTermBelowTheLogIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	store, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclog.NewNullLogger())
+	require.NoError(t, err)
+	snaps := durableSnapshots{store, filepath.Join(dir, snapshotsDir)}
+	logs := raft.NewInmemStore()
+	require.NoError(t, logs.StoreLog(&raft.Log{Index: 1, Term: 3}))
+	require.NoError(t, logs.SetUint64([]byte("CurrentTerm"), 2))
+	err = checkRecoverable(dir, logs, logs, snaps)
+	assert.ErrorIs(t, err, ErrDamaged)
+	assert.ErrorContains(t, err, "saved term 2 is below term 3")
+	require.NoError(t, logs.SetUint64([]byte("CurrentTerm"), 3))
+	assert.NoError(t, checkRecoverable(dir, logs, logs, snaps))
+
+	// A snapshot of term 5 with an empty log and no saved term: the log
+	// store was replaced by an empty one.
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 10, 5, raft.Configuration{}, 1, nil)
+	require.NoError(t, err)
+	_, err = io.WriteString(sink, "state")
+	require.NoError(t, err)
+	require.NoError(t, sink.Close())
+	fresh := raft.NewInmemStore()
+	assert.ErrorIs(t, checkRecoverable(dir, fresh, fresh, snaps), ErrDamaged)
+}
+
+// A node whose log store was deleted while its snapshots and node ID
+// stayed refuses to start: it would restore the snapshot with no term and
+// no vote, and could vote twice in a term.
+func TestLostLogStoreBesideSnapshotsIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	snapshotOnDisk(t, dir)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, walDir)))
+	err := openFails(t, dir)
+	assert.ErrorIs(t, err, ErrDamaged)
+	assert.ErrorContains(t, err, filepath.Join(dir, walDir))
 }

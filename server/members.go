@@ -23,8 +23,15 @@ type Member struct {
 }
 
 // Members lists the cluster's servers as this node's Raft configuration
-// knows them, sorted by ID.
+// knows them, sorted by ID. A leader first commits what it appended
+// (Barrier), so that it does not list a change that may never commit: a
+// node about to join asks the leader whether its ID is still a member.
 func (n *Node) Members(ctx context.Context) ([]Member, error) {
+	if n.raft.State() == raft.Leader {
+		if err := n.await(ctx, n.raft.Barrier(0)); err != nil {
+			return nil, err
+		}
+	}
 	f := n.raft.GetConfiguration()
 	ch := make(chan error, 1)
 	go func() { ch <- f.Error() }()

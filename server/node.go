@@ -85,8 +85,8 @@ func Open(cfg Config) (*Node, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("server: data dir: %w", err)
+	if err := makeDataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
@@ -202,7 +202,7 @@ func (n *Node) startRaft() error {
 		return err
 	}
 	snaps := durableSnapshots{files, filepath.Join(cfg.DataDir, snapshotsDir)}
-	if err := checkRecoverable(cfg.DataDir, store, snaps); err != nil {
+	if err := checkRecoverable(cfg.DataDir, store, store, snaps); err != nil {
 		return err
 	}
 	if cfg.Transport != nil {
@@ -245,6 +245,11 @@ func (n *Node) startRaft() error {
 			n.log.Info("restarting from existing state; join addresses are not needed")
 		}
 	case cfg.Join:
+		if cfg.CheckJoin != nil {
+			if err := cfg.CheckJoin(n.id); err != nil {
+				return err
+			}
+		}
 		n.log.Info("no state yet: waiting to be added to a cluster")
 	default:
 		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}

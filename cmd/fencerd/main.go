@@ -244,12 +244,12 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if cfg.Join {
-		if err := checkRejoin(ctx, o, cfg, bcfg, logger); err != nil {
-			_ = ln.Close()
-			closeHTTP()
-			return err
-		}
+	// A node with no Raft state joins only under an ID that is not a
+	// member: a member whose state was lost must be removed first. The
+	// leader is asked before this node's Raft starts.
+	cfg.CheckJoin = func(id string) error {
+		user, pass := forwardCredentials(bcfg)
+		return redisbridge.CheckNotMember(ctx, o.join, cfg.ClientAddr, id, user, pass, bcfg.ForwardTLS, logger)
 	}
 	node, err := server.Open(cfg)
 	if err != nil {
@@ -300,25 +300,6 @@ func run(ctx context.Context, o options) error {
 	}
 	logger.Info("stopped")
 	return err
-}
-
-// checkRejoin refuses to join under the ID of a member when the data
-// directory has no Raft state: that member's log and votes were lost, and
-// it must be removed before it joins again. It asks the leader before Raft
-// starts, so the node answers no Raft request in the meantime.
-func checkRejoin(ctx context.Context, o options, cfg server.Config, bcfg redisbridge.Config, logger *slog.Logger) error {
-	has, err := server.HasRaftData(cfg.DataDir)
-	if err != nil || has {
-		return err
-	}
-	id := cfg.ID
-	if id == "" {
-		if id, err = server.SavedID(cfg.DataDir); err != nil || id == "" {
-			return err // a new ID is nobody's
-		}
-	}
-	user, pass := forwardCredentials(bcfg)
-	return redisbridge.CheckNotMember(ctx, o.join, id, user, pass, bcfg.ForwardTLS, logger)
 }
 
 // withFlagHints names the flag that sets each config field an error mentions.
