@@ -48,6 +48,8 @@ type clusterConfig struct {
 	// lose what was not fsynced (power cuts); seed picks its torn pages.
 	lazy bool
 	seed uint64
+	// args are extra fencerd flags for every node.
+	args []string
 }
 
 // cluster is n fencerd processes, each in its own namespace of one network.
@@ -123,6 +125,7 @@ func startCluster(cfg clusterConfig) (_ *cluster, err error) {
 			"--log-level", "info",
 			"--raft-log-level", "info",
 		}
+		n.args = append(n.args, cfg.args...)
 		if len(joins) > 0 {
 			n.args = append(n.args, "--join", strings.Join(joins, ","))
 		}
