@@ -90,7 +90,17 @@ func Mount(mountpoint, store string, opts Options) (*FS, error) {
 // cache is never stale; the timeout only bounds how long it is trusted.
 const cacheTimeout = time.Second
 
+// devMu is held from an unmount until its connection is aborted, and while
+// mounting: the kernel names a FUSE connection by the device number of its
+// mount, which a new mount may take as soon as the old one is gone, and
+// aborting by number must not hit another file system of this process that
+// mounted in between. (Another process that mounts a FUSE file system in
+// that window of microseconds could still be hit.)
+var devMu sync.Mutex
+
 func (f *FS) mount() error {
+	devMu.Lock()
+	defer devMu.Unlock()
 	timeout := cacheTimeout
 	root := &fuseNode{t: f.tree, n: f.tree.root}
 	server, err := fs.Mount(f.mountpoint, root, &fs.Options{
@@ -129,6 +139,18 @@ func (f *FS) unmount() error {
 	if f.server == nil {
 		return ErrUnmounted
 	}
+	if err := f.unmountAndAbort(); err != nil {
+		return err
+	}
+	f.server.Wait()
+	f.server = nil
+	return nil
+}
+
+// unmountAndAbort unmounts and aborts the connection, under devMu.
+func (f *FS) unmountAndAbort() error {
+	devMu.Lock()
+	defer devMu.Unlock()
 	var st syscall.Stat_t
 	if err := syscall.Stat(f.mountpoint, &st); err != nil {
 		return fmt.Errorf("lazyfs: %w", err)
@@ -139,12 +161,7 @@ func (f *FS) unmount() error {
 		}
 		return fmt.Errorf("lazyfs: unmounting %s: %w", f.mountpoint, err)
 	}
-	if err := abortConnection(st.Dev); err != nil {
-		return err
-	}
-	f.server.Wait()
-	f.server = nil
-	return nil
+	return abortConnection(st.Dev)
 }
 
 // fusectl is where the kernel lists FUSE connections.

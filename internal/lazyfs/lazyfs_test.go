@@ -748,3 +748,37 @@ func BenchmarkFsyncedAppend(b *testing.B) {
 		})
 	}
 }
+
+// TestParallelPowerCuts cuts several mounts at once, again and again: each
+// aborts its own FUSE connection by device number, and a mount made in
+// between must not be the one aborted (every mount still serves after).
+func TestParallelPowerCuts(t *testing.T) {
+	const mounts, rounds = 4, 15
+	var fss []*FS
+	var mps []string
+	for range mounts {
+		f, mp := mount(t, Options{})
+		fss = append(fss, f)
+		mps = append(mps, mp)
+	}
+	for round := range rounds {
+		errs := make(chan error, mounts)
+		for _, f := range fss {
+			go func() {
+				_, err := f.PowerCut()
+				errs <- err
+			}()
+		}
+		for range mounts {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		for i, mp := range mps {
+			path := filepath.Join(mp, "f")
+			if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+				t.Fatalf("round %d, mount %d after the cuts: %v", round, i, err)
+			}
+		}
+	}
+}
