@@ -142,12 +142,16 @@ func (f *FS) unmount() error {
 	if err := f.unmountAndAbort(); err != nil {
 		return err
 	}
-	f.server.Wait()
 	f.server = nil
 	return nil
 }
 
-// unmountAndAbort unmounts and aborts the connection, under devMu.
+// unmountAndAbort unmounts and waits for the server's loops to end. If
+// they have not ended soon, another mount namespace holds a copy of the
+// mount, which keeps the connection, and with it its device number, alive:
+// then the connection is aborted by that number. (Aborting at once would
+// race: without copies the number is free again as soon as the unmount
+// returns, and another process's new mount may have it.)
 func (f *FS) unmountAndAbort() error {
 	devMu.Lock()
 	defer devMu.Unlock()
@@ -161,8 +165,26 @@ func (f *FS) unmountAndAbort() error {
 		}
 		return fmt.Errorf("lazyfs: unmounting %s: %w", f.mountpoint, err)
 	}
-	return abortConnection(st.Dev)
+	done := make(chan struct{})
+	go func() {
+		f.server.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(connectionGrace):
+	}
+	if err := abortConnection(st.Dev); err != nil {
+		return err
+	}
+	<-done
+	return nil
 }
+
+// connectionGrace is how long an unmounted server's loops may take to end
+// on their own before the connection is taken to be held elsewhere.
+const connectionGrace = 200 * time.Millisecond
 
 // fusectl is where the kernel lists FUSE connections.
 const fusectl = "/sys/fs/fuse/connections"
