@@ -104,7 +104,7 @@ func startCluster(cfg clusterConfig) (_ *cluster, err error) {
 			return nil, err
 		}
 		if cfg.lazy {
-			disk, err := lazyfs.Mount(n.dataDir, filepath.Join(n.dir, "disk"), lazyfs.Options{Torn: true, Seed: cfg.seed + uint64(i)})
+			disk, err := lazyfs.Mount(n.dataDir, filepath.Join(n.dir, "disk"), lazyfs.Options{Torn: true, Seed: cfg.seed + uint64(i), RealSync: true})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", n.id, err)
 			}

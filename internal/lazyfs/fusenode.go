@@ -228,6 +228,11 @@ func (f *fuseNode) Fsync(ctx context.Context, _ fs.FileHandle, flags uint32) sys
 	if n.data.fd < 0 {
 		return syscall.ESTALE
 	}
+	if f.t.realSync {
+		if err := unix.Fdatasync(n.data.fd); err != nil {
+			return syscall.EIO
+		}
+	}
 	n.data.sync()
 	return 0
 }

@@ -37,6 +37,10 @@ type Options struct {
 	// Seed seeds the choice of torn page. The same seed and the same
 	// sequence of operations tear the same sectors.
 	Seed uint64
+	// RealSync makes a file's fsync also fdatasync its backing file, so
+	// that an fsync takes as long as the disk under the store makes it
+	// (what is durable is still decided by the model, not by the disk).
+	RealSync bool
 }
 
 // FS is a mounted lazy file system.
@@ -73,6 +77,7 @@ func Mount(mountpoint, store string, opts Options) (*FS, error) {
 		return nil, fmt.Errorf("%w: %s", ErrStoreNotEmpty, store)
 	}
 	f := &FS{mountpoint: mountpoint, store: store, storeCreated: created, tree: newTree(store, opts.Torn)}
+	f.tree.realSync = opts.RealSync
 	if opts.Torn {
 		f.rng = rand.New(rand.NewPCG(opts.Seed, 0x6c617a796673))
 	}

@@ -166,18 +166,22 @@ func TestUnsyncedWriteLost(t *testing.T) {
 }
 
 func TestFsyncedWriteKept(t *testing.T) {
-	f, mp := mount(t, Options{})
-	p := filepath.Join(mp, "a")
-	data := pattern('a', 3*pageSize+17)
-	durable(t, p, data)
+	for _, real := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RealSync=%v", real), func(t *testing.T) {
+			f, mp := mount(t, Options{RealSync: real})
+			p := filepath.Join(mp, "a")
+			data := pattern('a', 3*pageSize+17)
+			durable(t, p, data)
 
-	r := cut(t, f)
-	wantFile(t, p, data)
-	if r != (Report{}) {
-		t.Fatalf("report %+v, want nothing lost", r)
-	}
-	if r.String() != "nothing lost" {
-		t.Fatalf("report says %q", r)
+			r := cut(t, f)
+			wantFile(t, p, data)
+			if r != (Report{}) {
+				t.Fatalf("report %+v, want nothing lost", r)
+			}
+			if r.String() != "nothing lost" {
+				t.Fatalf("report says %q", r)
+			}
+		})
 	}
 }
 

@@ -21,6 +21,7 @@ type tree struct {
 	mu         sync.Mutex
 	store      string // the directory of backing files, one per regular file, named by inode number
 	trackFresh bool   // whether content tracks the pages a tear may keep
+	realSync   bool   // whether a file's fsync also fdatasyncs its backing file
 	nodes      map[uint64]*inode
 	root       *inode
 	lastIno    uint64
