@@ -152,6 +152,22 @@ func minLeaderChanges(d time.Duration) int {
 	return 1
 }
 
+// runWorkload runs the workload of the given kind on cl until stop.
+func runWorkload(kind workloadKind, cl *client, c *cluster, lin *linWorkload, exp *expiryWorkload, fenced *fencedWorkload, stop <-chan struct{}) {
+	switch kind {
+	case wlLinearizable:
+		lin.run(cl, stop)
+	case wlExpiry:
+		exp.run(cl, stop)
+	case wlFenced:
+		fenced.run(cl, stop)
+	case wlRedisLua:
+		fenced.runRedisLua(cl, stop)
+	case wlRedsync:
+		fenced.runRedsync(cl, c, stop)
+	}
+}
+
 // runCampaign starts a cluster, runs the workloads and the nemesis for the
 // configured time, heals, waits for the nodes to converge and runs every
 // checker. It fails the test only if the harness itself cannot do its job;
@@ -194,18 +210,7 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 			go func() {
 				defer clients.Done()
 				defer cl.conn.close()
-				switch cfg.workloads[(i+j)%len(cfg.workloads)] {
-				case wlLinearizable:
-					lin.run(cl, clientStop)
-				case wlExpiry:
-					exp.run(cl, clientStop)
-				case wlFenced:
-					fenced.run(cl, clientStop)
-				case wlRedisLua:
-					fenced.runRedisLua(cl, clientStop)
-				case wlRedsync:
-					fenced.runRedsync(cl, c, clientStop)
-				}
+				runWorkload(cfg.workloads[(i+j)%len(cfg.workloads)], cl, c, lin, exp, fenced, clientStop)
 			}()
 		}
 	}

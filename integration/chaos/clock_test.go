@@ -399,22 +399,9 @@ func (w *fencedWorkload) runLate(cl *client, writes *writeLog, stop <-chan struc
 	for !stopped(stop) {
 		key := fmt.Sprintf("reg-%d", cl.rng.IntN(lateKeys))
 		owner := cl.owner()
-		v, out, call, ret := cl.do(clientTimeout, "FENCE.ACQUIRE", key, owner, ms(fencedTTL))
-		switch out {
-		case unknown:
-			releaseUntilKnown(cl, key, owner, nil)
-		case ok:
-			tok, granted, err := asGrant(v)
-			if err != nil {
-				cl.count.odd("FENCE.ACQUIRE", v)
-			}
-			if err != nil || !granted {
-				break
-			}
-			g := grant{workload: "fenced-late", key: key, owner: owner, token: tok, ttl: fencedTTL,
-				call: call, ret: ret, validUntil: call + int64(fencedTTL)}
+		if g, granted := cl.acquire("fenced-late", key, owner, fencedTTL, clientTimeout); granted {
 			work := int64(float64(validity) * (0.75 + 0.24*cl.rng.Float64()))
-			w.writeBy(cl, writes, key, owner, tok, call+work, call+validity)
+			w.writeBy(cl, writes, key, owner, g.token, g.call+work, g.call+validity)
 			releaseUntilKnown(cl, key, owner, &g)
 			w.grants.add(g)
 		}

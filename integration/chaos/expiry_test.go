@@ -28,26 +28,13 @@ func (w *expiryWorkload) run(cl *client, stop <-chan struct{}) {
 	for !stopped(stop) {
 		key := fmt.Sprintf("exp-%d", cl.rng.IntN(expiryKeys))
 		owner := cl.owner()
-		args := []string{"FENCE.ACQUIRE", key, owner, ms(expiryTTL)}
+		var wait []string
 		timeout := clientTimeout
 		if cl.rng.IntN(2) == 0 {
-			args = append(args, "WAIT", ms(expiryWait))
+			wait = []string{"WAIT", ms(expiryWait)}
 			timeout += expiryWait
 		}
-		v, out, call, ret := cl.do(timeout, args...)
-		switch out {
-		case unknown:
-			releaseUntilKnown(cl, key, owner, nil)
-		case ok:
-			tok, granted, err := asGrant(v)
-			if err != nil {
-				cl.count.odd("FENCE.ACQUIRE", v)
-			}
-			if err != nil || !granted {
-				break
-			}
-			g := grant{workload: "early-expiry", key: key, owner: owner, token: tok, ttl: expiryTTL,
-				call: call, ret: ret, validUntil: call + int64(expiryTTL)}
+		if g, granted := cl.acquire("early-expiry", key, owner, expiryTTL, timeout, wait...); granted {
 			w.use(cl, &g)
 			w.grants.add(g)
 		}
@@ -72,6 +59,28 @@ func (w *expiryWorkload) use(cl *client, g *grant) {
 	default:
 		time.Sleep(expiryTTL / 2)
 	}
+}
+
+// acquire sends FENCE.ACQUIRE key owner ttl (then extra, such as WAIT)
+// within timeout and returns the grant if one was acknowledged. An unknown
+// outcome is released until known; a refusal or an odd reply (counted)
+// returns false.
+func (cl *client) acquire(workload, key, owner string, ttl, timeout time.Duration, extra ...string) (grant, bool) {
+	v, out, call, ret := cl.do(timeout, append([]string{"FENCE.ACQUIRE", key, owner, ms(ttl)}, extra...)...)
+	switch out {
+	case unknown:
+		releaseUntilKnown(cl, key, owner, nil)
+	case ok:
+		tok, granted, err := asGrant(v)
+		if err != nil {
+			cl.count.odd("FENCE.ACQUIRE", v)
+		}
+		if err == nil && granted {
+			return grant{workload: workload, key: key, owner: owner, token: tok, ttl: ttl,
+				call: call, ret: ret, validUntil: call + int64(ttl)}, true
+		}
+	}
+	return grant{}, false
 }
 
 // releaseUntilKnown sends RELEASE until its outcome is known, for at most

@@ -108,21 +108,8 @@ func (w *fencedWorkload) run(cl *client, stop <-chan struct{}) {
 	for !stopped(stop) {
 		key := fmt.Sprintf("reg-%d", cl.rng.IntN(fencedKeys))
 		owner := cl.owner()
-		v, out, call, ret := cl.do(clientTimeout+fencedWait, "FENCE.ACQUIRE", key, owner, ms(fencedTTL), "WAIT", ms(fencedWait))
-		switch out {
-		case unknown:
-			releaseUntilKnown(cl, key, owner, nil)
-		case ok:
-			tok, granted, err := asGrant(v)
-			if err != nil {
-				cl.count.odd("FENCE.ACQUIRE", v)
-			}
-			if err != nil || !granted {
-				break
-			}
-			g := grant{workload: "fenced", key: key, owner: owner, token: tok, ttl: fencedTTL,
-				call: call, ret: ret, validUntil: call + int64(fencedTTL)}
-			w.readModifyWrite(cl, key, owner, tok)
+		if g, granted := cl.acquire("fenced", key, owner, fencedTTL, clientTimeout+fencedWait, "WAIT", ms(fencedWait)); granted {
+			w.readModifyWrite(cl, key, owner, g.token)
 			releaseUntilKnown(cl, key, owner, &g)
 			w.grants.add(g)
 		}

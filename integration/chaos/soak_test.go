@@ -221,18 +221,7 @@ func TestSoak(t *testing.T) {
 	for i := range soakNodes {
 		for j := range cfg.clientsPerNode {
 			spawn(i, func(cl *client) {
-				switch camp.workloads[(i+j)%len(camp.workloads)] {
-				case wlLinearizable:
-					lin.run(cl, clientStop)
-				case wlExpiry:
-					exp.run(cl, clientStop)
-				case wlFenced:
-					fenced.run(cl, clientStop)
-				case wlRedisLua:
-					fenced.runRedisLua(cl, clientStop)
-				case wlRedsync:
-					fenced.runRedsync(cl, c, clientStop)
-				}
+				runWorkload(camp.workloads[(i+j)%len(camp.workloads)], cl, c, lin, exp, fenced, clientStop)
 			})
 		}
 	}
