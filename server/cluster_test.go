@@ -89,9 +89,9 @@ func (c *cluster) leader() *Node {
 			if n == nil {
 				continue
 			}
-			n.mu.Lock()
-			ready := n.ready
-			n.mu.Unlock()
+			n.grants.mu.Lock()
+			ready := n.grants.ready
+			n.grants.mu.Unlock()
 			if ready {
 				found = n
 				return true

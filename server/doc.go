@@ -37,4 +37,25 @@
 // last one to a few seconds) cannot be renewed during an election, and a new
 // leader restarts every lease at its full TTL, so a long TTL can outlive a
 // dead holder by up to that TTL.
+//
+// # Layout
+//
+//   - node.go: Node, Open and Close, Raft's start, readiness waits
+//     (waitReady); loops.go: the background loops (leadership watcher,
+//     expiry, snapshots by command count, leader-change counter).
+//   - apply.go: applier, the raft.FSM: applies entries to the table and
+//     makes the grant bookkeeping follow.
+//   - grants.go: grants, the bookkeeping of what the node grants under a
+//     lock of its own (readiness, lease timers in lessor.go, wait queues in
+//     waits.go, acquires in progress and undelivered grants, quotas in
+//     quota.go). Readiness and the wait queue share that lock.
+//   - locks.go: the lock API (Acquire, Extend, Release, Revoke, Status) and
+//     propose; txn.go: Update and Tx; batch.go: the group commit; latch.go:
+//     per-key latches of transactions.
+//   - future.go: waiting on a Raft future within a context, and Raft's
+//     errors in this package's terms (errors.go).
+//   - members.go, shutdown.go, snapshot_restore.go: membership, shutdown,
+//     restore; health.go and metrics.go: /readyz, /healthz and /metrics.
+//   - store.go, durable.go, tlsstream.go: the Raft stores, the checks of a
+//     data directory, the TLS transport.
 package server

@@ -18,9 +18,9 @@ import (
 
 // readyFlag reads n's ready flag as the watcher left it.
 func readyFlag(n *Node) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ready
+	n.grants.mu.Lock()
+	defer n.grants.mu.Unlock()
+	return n.grants.ready
 }
 
 // otherReady waits for a node other than old whose ready flag is set.
@@ -63,9 +63,9 @@ func TestFaultMissedStepDownPair(t *testing.T) {
 		waited <- err
 	}()
 	require.Eventually(t, func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.waits.count() == 1
+		a.grants.mu.Lock()
+		defer a.grants.mu.Unlock()
+		return a.grants.waits.count() == 1
 	}, 5*time.Second, 10*time.Millisecond, "the waiter queues on the leader")
 
 	var once sync.Once
@@ -152,9 +152,9 @@ func TestFaultStepDownBetweenReadyCheckAndQueueing(t *testing.T) {
 		first <- err
 	}()
 	require.Eventually(t, func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.waits.count() == 1
+		a.grants.mu.Lock()
+		defer a.grants.mu.Unlock()
+		return a.grants.waits.count() == 1
 	}, 5*time.Second, 10*time.Millisecond, "the first waiter queues on the leader")
 
 	// The second acquire stops after its readiness check; the watcher

@@ -24,7 +24,7 @@ import (
 // slow (FENCER_CLOCK_RATE); next and deadline convert back to real time for
 // the timers.
 //
-// All methods are called with Node.mu held.
+// All methods are called with grants.mu held.
 type lessor struct {
 	epoch    time.Time // carries a monotonic reading
 	clock    leaseClock
@@ -99,7 +99,7 @@ func (ls *lessor) drop(key string, token uint64) {
 
 // remaining returns how long lease l has left on this node's lease clock;
 // zero or less means it has run out. A lease not timed yet (which cannot
-// happen under Node.mu) counts as run out rather than guessed.
+// happen under grants.mu) counts as run out rather than guessed.
 func (ls *lessor) remaining(l fsm.Lease, now time.Time) time.Duration {
 	if l.TTL == 0 {
 		return forever // a key without a TTL never runs out

@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
-	"github.com/hashicorp/raft"
 )
 
 // Grant is a lease granted to an owner: its fencing token and its TTL.
@@ -58,58 +56,29 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 		return Grant{}, false, err
 	}
 	ok := ownerKey{key, owner}
-	n.mu.Lock()
-	n.live[ok]++
-	n.mu.Unlock()
-	defer func() {
-		n.mu.Lock()
-		n.endLocked(ok, g.Token)
-		n.mu.Unlock()
-	}()
+	n.grants.begin(ok)
+	defer func() { n.grants.end(ok, g.Token) }()
 
 	ttlMS := uint64(ttl / time.Millisecond)
 	waitEnd := time.Now().Add(wait)
 	faultPoint("acquire-ready", key)
 	for {
-		n.mu.Lock()
-		if !n.readyLocked() {
-			// Stepped down since the check: queueing here would wait on a
-			// node nothing grants on. Ask again (NotLeaderError, or ready
-			// once more in a new term).
-			n.mu.Unlock()
+		step := n.grants.plan(key, owner, ttlMS, wait > 0, redis)
+		switch step.act {
+		case actNotReady:
+			// Ask again: NotLeaderError, or ready once more in a new term.
 			if err := n.waitReady(ctx); err != nil {
 				return Grant{}, false, err
 			}
 			continue
-		}
-		if l, held := n.table.Get(key); held && l.Kind != fsm.KindString {
-			n.mu.Unlock()
-			return Grant{}, false, ErrWrongType
-		}
-		c, act := n.acquireCmdLocked(key, owner, ttlMS, wait > 0)
-		c.Redis = redis
-		switch act {
+		case actFail:
+			return Grant{}, false, step.err
 		case actQueue:
-			w := n.enqueueLocked(key, owner, ttlMS)
-			n.mu.Unlock()
-			return n.awaitGrant(ctx, w, waitEnd)
+			return n.awaitGrant(ctx, step.waiter, waitEnd)
 		case actRefuse:
-			n.mu.Unlock()
 			return Grant{}, false, nil
 		}
-		if _, held := n.table.Get(key); !held {
-			if n.table.Len() >= n.cfg.MaxLocks {
-				n.mu.Unlock()
-				return Grant{}, false, fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
-			}
-			if err := n.quotas.check(key); err != nil {
-				n.mu.Unlock()
-				return Grant{}, false, err
-			}
-		}
-		n.mu.Unlock()
-
-		r, err := n.propose(ctx, c)
+		r, err := n.propose(ctx, step.cmd)
 		if err != nil {
 			return Grant{}, false, err
 		}
@@ -123,61 +92,10 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 			return Grant{}, false, nil
 		}
 		// Held: queue, unless the lock changed hands since the entry.
-		n.mu.Lock()
-		if l, held := n.table.Get(key); held && l.Owner != owner && n.readyLocked() {
-			w := n.enqueueLocked(key, owner, ttlMS)
-			n.mu.Unlock()
+		if w := n.grants.queueBehind(key, owner, ttlMS); w != nil {
 			return n.awaitGrant(ctx, w, waitEnd)
 		}
-		n.mu.Unlock()
 	}
-}
-
-// acquireAction says what an acquire does next.
-type acquireAction int
-
-const (
-	actPropose acquireAction = iota // propose the entry
-	actQueue                        // join the wait queue
-	actRefuse                       // answer "not granted" without an entry
-)
-
-// acquireCmdLocked builds the acquire entry, or decides that the request
-// queues (others already wait for the key) or is refused (the key's lease ran
-// out but waiters come first; the expiry hands it to them).
-func (n *Node) acquireCmdLocked(key, owner string, ttl uint64, waits bool) (fsm.Command, acquireAction) {
-	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl}
-	l, held := n.table.Get(key)
-	queued := n.waits.head(key) != nil
-	expired := held && n.leases.remaining(l, time.Now()) <= 0
-	switch {
-	case queued && (!held || l.Owner != owner || expired):
-		// Waiters come first, also before a holder whose lease ran out.
-		if waits {
-			return c, actQueue
-		}
-		if expired {
-			return c, actRefuse
-		}
-	case expired:
-		// The lease ran out on this leader but its Expire is not yet
-		// committed: end it in the same entry, so the lock reads and acts
-		// as free at once (a holder then gets a new token, not a renewal).
-		ref := l.Ref()
-		c.Lease = &ref
-	}
-	return c, actPropose
-}
-
-func (n *Node) enqueueLocked(key, owner string, ttl uint64) *waiter {
-	w := &waiter{key: key, owner: owner, ttl: ttl, done: make(chan waitOutcome, 1)}
-	n.waits.add(w)
-	if _, held := n.table.Get(key); !held && !n.granting[key] && n.waits.head(key) == w {
-		// Freed between our look and now: hand it over.
-		n.granting[key] = true
-		n.proposeAsync(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: &fsm.Waiter{Owner: owner, TTL: ttl}})
-	}
-	return w
 }
 
 // awaitGrant waits for w to be granted, until waitEnd or ctx ends.
@@ -192,47 +110,17 @@ func (n *Node) awaitGrant(ctx context.Context, w *waiter, waitEnd time.Time) (Gr
 	case <-ctx.Done():
 		cause = ctx.Err()
 	}
-	n.mu.Lock()
-	if n.waits.remove(w) {
-		n.mu.Unlock()
+	if n.grants.withdraw(w) {
 		return Grant{}, false, cause
 	}
-	n.mu.Unlock()
 	// Answered while we gave up.
 	o := <-w.done
 	if cause != nil && o.granted {
 		// The caller is gone and cannot receive it.
-		n.mu.Lock()
-		n.undeliveredLocked(ownerKey{w.key, w.owner}, o.grant.Token)
-		n.mu.Unlock()
+		n.grants.noteUndelivered(ownerKey{w.key, w.owner}, o.grant.Token)
 		return Grant{}, false, cause
 	}
 	return o.grant, o.granted, o.err
-}
-
-// undeliveredLocked notes a grant that reached no caller; it is revoked when
-// the owner's last request in progress ends without returning it.
-func (n *Node) undeliveredLocked(ok ownerKey, token uint64) {
-	if n.undelivered == nil {
-		n.undelivered = make(map[ownerKey]uint64)
-	}
-	n.undelivered[ok] = token
-}
-
-// endLocked ends one acquire of (key, owner) that returned token (zero: none).
-func (n *Node) endLocked(ok ownerKey, token uint64) {
-	n.live[ok]--
-	if t, has := n.undelivered[ok]; has && token != 0 && t == token {
-		delete(n.undelivered, ok)
-	}
-	if n.live[ok] > 0 {
-		return
-	}
-	delete(n.live, ok)
-	if t, has := n.undelivered[ok]; has {
-		delete(n.undelivered, ok)
-		n.revokeUndeliveredLocked(ok, t)
-	}
 }
 
 // Extend renews owner's lease on key for ttl. It reports false if owner does
@@ -245,14 +133,9 @@ func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration)
 	if err := n.waitReady(ctx); err != nil {
 		return false, err
 	}
-	n.mu.Lock()
 	c := fsm.Command{Op: fsm.OpExtend, Key: key, Owner: owner, TTL: uint64(ttl / time.Millisecond)}
-	if l, held := n.table.Get(key); held && n.leases.remaining(l, time.Now()) <= 0 {
-		ref := l.Ref()
-		c.Lease = &ref
-		c.Waiter = n.headWaiterLocked(key)
-	}
-	n.mu.Unlock()
+	// A lease that ran out on this leader ends in the same entry.
+	c.Lease, c.Waiter = n.grants.expired(key)
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err
@@ -272,9 +155,7 @@ func (n *Node) Release(ctx context.Context, key, owner string) (released bool, e
 	if err := n.waitReady(ctx); err != nil {
 		return false, err
 	}
-	n.mu.Lock()
-	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Waiter: n.headWaiterLocked(key)}
-	n.mu.Unlock()
+	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Waiter: n.grants.headWaiter(key)}
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err
@@ -291,29 +172,12 @@ func (n *Node) Revoke(ctx context.Context, key string) (bool, error) {
 	if err := n.waitReady(ctx); err != nil {
 		return false, err
 	}
-	n.mu.Lock()
-	c := fsm.Command{Op: fsm.OpRevoke, Key: key, Waiter: n.headWaiterLocked(key)}
-	n.mu.Unlock()
+	c := fsm.Command{Op: fsm.OpRevoke, Key: key, Waiter: n.grants.headWaiter(key)}
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err
 	}
 	return r.Code == fsm.Revoked, nil
-}
-
-// revokeUndeliveredLocked revokes a grant that reached no caller, by owner
-// and token only, so that nothing else is touched.
-func (n *Node) revokeUndeliveredLocked(ok ownerKey, token uint64) {
-	if !n.readyLocked() {
-		// A new leader restarts the lease; it ends after its TTL.
-		return
-	}
-	if l, held := n.table.Get(ok.key); !held || l.Owner != ok.owner || l.Token != token {
-		return
-	}
-	n.log.Debug("revoking a grant no caller received", "key", ok.key, "owner", ok.owner, "token", token)
-	n.proposeAsync(fsm.Command{Op: fsm.OpRevoke, Key: ok.key, Owner: ok.owner,
-		Lease: &fsm.LeaseRef{Token: token}, Waiter: n.headWaiterLocked(ok.key)})
 }
 
 // Status returns the current grant of key; held is false if key is free or
@@ -328,16 +192,13 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 			return Status{}, false, err
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	l, held := n.table.Get(key)
+	l, held, rem := n.grants.lease(key, time.Now())
 	if !held {
 		return Status{}, false, nil
 	}
 	if l.Kind != fsm.KindString {
 		return Status{}, false, ErrWrongType
 	}
-	rem := n.leases.remaining(l, time.Now())
 	if rem <= 0 && !faultActive("stale-reads") {
 		return Status{}, false, nil
 	}
@@ -359,17 +220,8 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 	if err := n.waitReady(ctx); err != nil {
 		return err
 	}
-	ch := make(chan error, 1)
-	go func() { ch <- n.raft.VerifyLeader().Error() }()
-	select {
-	case err := <-ch:
-		if err != nil {
-			return n.translate(err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
-	}
+	// A read: no answer in time is a definite failure.
+	return n.await(ctx, n.raft.VerifyLeader(), noLeader)
 }
 
 // propose commits c and returns its result. If ctx ends first, the error is
@@ -420,24 +272,6 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		}
 		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
 	}
-}
-
-// translate maps Raft's errors to this package's.
-func (n *Node) translate(err error) error {
-	switch {
-	case errors.Is(err, errNotSent):
-		return ErrShutdown // never reached Raft: nothing was done
-	case errors.Is(err, raft.ErrNotLeader):
-		lid, addr := n.Leader()
-		return &NotLeaderError{Leader: lid, LeaderAddr: addr}
-	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return ErrNoLeader
-	case errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: leadership lost while the command was in flight", ErrUnknownOutcome)
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown)
-	}
-	return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 }
 
 func (n *Node) checkKey(key string) error {

@@ -28,20 +28,13 @@ type Member struct {
 // node about to join asks the leader whether its ID is still a member.
 func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	if n.raft.State() == raft.Leader {
-		if err := n.await(ctx, n.raft.Barrier(0)); err != nil {
+		if err := n.await(ctx, n.raft.Barrier(0), uncertain); err != nil {
 			return nil, err
 		}
 	}
 	f := n.raft.GetConfiguration()
-	ch := make(chan error, 1)
-	go func() { ch <- f.Error() }()
-	select {
-	case err := <-ch:
-		if err != nil {
-			return nil, n.translate(err)
-		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := n.await(ctx, f, contextErr); err != nil {
+		return nil, err
 	}
 	_, leader := n.raft.LeaderWithID()
 	addrs := n.table.Members()
@@ -89,7 +82,7 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 		}
 	}
 	if !present {
-		if err := n.await(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)); err != nil {
+		if err := n.await(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0), uncertain); err != nil {
 			return err
 		}
 		n.log.Info("member added", "id", id, "raft", raftAddr, "client", clientAddr)
@@ -127,7 +120,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id}); err != nil {
 		return err
 	}
-	if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
+	if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0), uncertain); err != nil {
 		if !errors.Is(err, ErrUnknownOutcome) {
 			// Its address is forgotten already: never run again elsewhere.
 			return fmt.Errorf("%w: %q's address was forgotten, but its removal failed: %v", ErrUnknownOutcome, id, err)
@@ -159,30 +152,15 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
-	return n.await(ctx, f)
-}
-
-// await waits for a Raft future, bounded by ctx.
-func (n *Node) await(ctx context.Context, f raft.Future) error {
-	ch := make(chan error, 1)
-	go func() { ch <- f.Error() }()
-	select {
-	case err := <-ch:
-		if err != nil {
-			return n.translate(err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
-	}
+	return n.await(ctx, f, uncertain)
 }
 
 // StateHash returns the index of the last command applied to the table and a SHA-256
 // of the lock table's snapshot bytes. Two nodes that applied the same log
 // return the same pair; the fault campaign compares them at the end.
 func (n *Node) StateHash() (appliedIndex uint64, hash string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.grants.mu.Lock() // no entry is applied meanwhile
+	defer n.grants.mu.Unlock()
 	sum := sha256.Sum256(n.table.MarshalSnapshot())
 	// The table's own last index, not raft.AppliedIndex(): raft counts an
 	// entry applied before the FSM goroutine has applied it.

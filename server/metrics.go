@@ -2,15 +2,12 @@ package server
 
 import (
 	"errors"
-	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // metrics holds a node's Prometheus series. Each node has its own registry,
@@ -100,18 +97,12 @@ func (n *Node) registerNodeGauges() {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencer_waiters",
 		Help: "Acquires queued (WAIT) on this node for a lock.",
-	}, func() float64 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return float64(n.waits.count())
-	}))
+	}, func() float64 { return float64(n.grants.waiting()) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencer_ready",
 		Help: "1 if this node is a leader that has applied its log and restarted every lease.",
 	}, func() float64 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if n.readyLocked() {
+		if n.grants.isReady() {
 			return 1
 		}
 		return 0
@@ -192,26 +183,6 @@ func (m *metrics) applied(r *fsm.Result) {
 	}
 }
 
-// watchLeaderChanges counts leader changes until the node stops.
-func (n *Node) watchLeaderChanges() {
-	defer n.wg.Done()
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-ch:
-			n.metrics.leaderChanges.Inc()
-		}
-	}
-}
-
 // timedLogStore times the log store's writes for fencer_log_store_write_seconds.
 type timedLogStore struct {
 	raft.LogStore
@@ -237,50 +208,3 @@ func (s timedLogStore) StoreLogs(ls []*raft.Log) error {
 }
 
 func (s timedLogStore) observe(start time.Time) { s.h.Observe(time.Since(start).Seconds()) }
-
-// HTTPHandler serves the node's operational endpoints:
-//
-//   - /metrics: Prometheus series named fencer_... (and Go's process series);
-//   - /healthz: 200 while the process serves HTTP;
-//   - /readyz: 200 when this node can serve requests: a leader is known and
-//     its client address too (so a follower can forward), and if this node
-//     is that leader, it has applied its log and restarted every lease.
-//     Otherwise 503 with the reason.
-func (n *Node) HTTPHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := n.Ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	return mux
-}
-
-// Ready returns nil if the node can serve requests now (see HTTPHandler's
-// /readyz), or an error giving the reason it cannot.
-func (n *Node) Ready() error {
-	n.mu.Lock()
-	ready, closed := n.readyLocked(), n.closed
-	n.mu.Unlock()
-	if closed {
-		return fmt.Errorf("%w: %w", ErrNotReady, ErrShutdown)
-	}
-	lid, addr := n.Leader()
-	switch {
-	case lid == "" && !n.isMember():
-		return fmt.Errorf("%w: not a member of a cluster", ErrNotReady)
-	case lid == "":
-		return fmt.Errorf("%w: no leader known", ErrNotReady)
-	case lid == n.id && !ready:
-		return fmt.Errorf("%w: leader still applying its log", ErrNotReady)
-	case addr == "":
-		return fmt.Errorf("%w: leader %s has no client address yet", ErrNotReady, lid)
-	}
-	return nil
-}

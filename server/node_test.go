@@ -197,9 +197,9 @@ func TestWaitersGrantedInArrivalOrder(t *testing.T) {
 		}()
 		// Arrival order: wait until this waiter is queued.
 		require.Eventually(t, func() bool {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			return len(n.waits.byKey["q"]) == i
+			n.grants.mu.Lock()
+			defer n.grants.mu.Unlock()
+			return len(n.grants.waits.byKey["q"]) == i
 		}, 5*time.Second, 5*time.Millisecond)
 	}
 
@@ -247,9 +247,9 @@ func TestWaitEndsWithoutGrant(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
-	n.mu.Lock()
-	assert.Zero(t, n.waits.count(), "the ended wait left the queue")
-	n.mu.Unlock()
+	n.grants.mu.Lock()
+	assert.Zero(t, n.grants.waits.count(), "the ended wait left the queue")
+	n.grants.mu.Unlock()
 }
 
 func TestNewerWaitReplacesOlderInPlace(t *testing.T) {
@@ -269,9 +269,9 @@ func TestNewerWaitReplacesOlderInPlace(t *testing.T) {
 	}
 	queued := func(c int) {
 		require.Eventually(t, func() bool {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			return len(n.waits.byKey["k"]) == c
+			n.grants.mu.Lock()
+			defer n.grants.mu.Unlock()
+			return len(n.grants.waits.byKey["k"]) == c
 		}, 5*time.Second, 5*time.Millisecond)
 	}
 	wg.Add(3)
@@ -304,9 +304,9 @@ func TestGrantToDepartedWaiterIsRevoked(t *testing.T) {
 		done <- err
 	}()
 	require.Eventually(t, func() bool {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.waits.count() == 1
+		n.grants.mu.Lock()
+		defer n.grants.mu.Unlock()
+		return n.grants.waits.count() == 1
 	}, 5*time.Second, 5*time.Millisecond)
 
 	// Simulate the race a real connection loss can produce on demand only
@@ -314,17 +314,17 @@ func TestGrantToDepartedWaiterIsRevoked(t *testing.T) {
 	// after the waiter's caller has gone. The waiter is still queued when the
 	// release is proposed, and its context is cancelled before the entry
 	// is applied.
-	n.mu.Lock()
-	w := n.headWaiterLocked("k")
-	n.mu.Unlock()
+	n.grants.mu.Lock()
+	w := n.grants.headWaiterLocked("k")
+	n.grants.mu.Unlock()
 	require.NotNil(t, w)
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	// The waiter left the queue; now commit a release that still names it.
 	ctx := ctxT(t)
-	n.mu.Lock()
-	require.Nil(t, n.headWaiterLocked("k"))
-	n.mu.Unlock()
+	n.grants.mu.Lock()
+	require.Nil(t, n.grants.headWaiterLocked("k"))
+	n.grants.mu.Unlock()
 	r, err := n.propose(ctx, fsmRelease("k", "holder", w.Owner, w.TTL))
 	require.NoError(t, err)
 	require.Equal(t, "gone", r.Lease.Owner, "the entry granted the departed waiter")
@@ -453,7 +453,7 @@ func TestCloseAnswersWaiters(t *testing.T) {
 		_, _, err := n.Acquire(context.Background(), "k", "w", time.Second, 30*time.Second)
 		errc <- err
 	}()
-	require.Eventually(t, func() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.waits.count() == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { n.grants.mu.Lock(); defer n.grants.mu.Unlock(); return n.grants.waits.count() == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, n.Close())
 	select {
 	case err := <-errc:
@@ -506,16 +506,16 @@ func TestExpiredHolderDoesNotJumpTheQueue(t *testing.T) {
 		}
 		close(got)
 	}()
-	require.Eventually(t, func() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.waits.count() == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { n.grants.mu.Lock(); defer n.grants.mu.Unlock(); return n.grants.waits.count() == 1 }, 5*time.Second, 5*time.Millisecond)
 	// Stop the lessor from acting so the lease is past its deadline with
 	// the waiter still queued, then let the holder try to renew.
-	n.mu.Lock()
-	n.ready = false
-	n.mu.Unlock()
+	n.grants.mu.Lock()
+	n.grants.ready = false
+	n.grants.mu.Unlock()
 	time.Sleep(ttl + 200*time.Millisecond)
-	n.mu.Lock()
-	n.ready = true
-	n.mu.Unlock()
+	n.grants.mu.Lock()
+	n.grants.ready = true
+	n.grants.mu.Unlock()
 	_, ok, err := n.Acquire(ctx, "k", "holder", ttl, 0)
 	require.NoError(t, err)
 	assert.False(t, ok, "the expired holder must not renew ahead of the waiter")

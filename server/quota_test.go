@@ -54,7 +54,7 @@ func TestQuotasBoundLocksPerPattern(t *testing.T) {
 		}
 		got <- err
 	}()
-	require.Eventually(t, func() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.waits.head("a:1") != nil },
+	require.Eventually(t, func() bool { n.grants.mu.Lock(); defer n.grants.mu.Unlock(); return n.grants.waits.head("a:1") != nil },
 		5*time.Second, 5*time.Millisecond)
 	_, err = n.Release(ctx, "a:1", "x")
 	require.NoError(t, err)

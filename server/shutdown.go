@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -44,7 +43,7 @@ func (n *Node) handOff() string {
 	var stepped time.Time // when this node was first seen not leading in term
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTransferTimeout)
 	defer cancel()
-	if err := n.await(ctx, n.raft.LeadershipTransfer()); err != nil {
+	if err := n.await(ctx, n.raft.LeadershipTransfer(), uncertain); err != nil {
 		n.log.Warn("leadership transfer before shutdown failed; shutting down anyway", "err", err)
 		return ""
 	}
@@ -100,40 +99,17 @@ const shutdownSnapshotMin = 4096
 // shutdownSnapshotTimeout bounds the wait for that snapshot.
 const shutdownSnapshotTimeout = 10 * time.Second
 
-// snapshotLoop takes a snapshot once SnapshotThreshold commands were applied
-// since the last one, checked every SnapshotInterval. Raft's own threshold
-// counts entries, and an entry may hold a batch of up to MaxBatch commands,
-// whose replay after a crash takes as long as that many entries would.
-func (n *Node) snapshotLoop() {
-	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.SnapshotInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-tick.C:
-		}
-		if n.table.Position() < n.snapPos.Load()+n.cfg.SnapshotThreshold {
-			continue
-		}
-		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-			n.log.Warn("snapshot by command count failed", "err", err)
-		}
-	}
-}
-
 // snapshotBeforeStop takes a snapshot if the log has grown far past the last
 // one. It is an optimisation of the next start; a failure is logged only.
 func (n *Node) snapshotBeforeStop() {
-	last, applied := n.snapPos.Load(), n.table.Position()
+	last, applied := n.fsm.snapPos.Load(), n.table.Position()
 	if applied < last+shutdownSnapshotMin {
 		return
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownSnapshotTimeout)
 	defer cancel()
-	if err := n.await(ctx, n.raft.Snapshot()); err != nil {
+	if err := n.await(ctx, n.raft.Snapshot(), uncertain); err != nil {
 		n.log.Warn("snapshot before shutdown failed", "err", err)
 		return
 	}

@@ -119,13 +119,13 @@ func (tx *Tx) touch(key string) {
 	if tx.d.Read(key) {
 		return
 	}
-	n := tx.n
-	// Under the node's lock the table and the lease deadlines agree (a
+	g := tx.n.grants
+	// Under the grants' lock the table and the lease deadlines agree (a
 	// grant is timed in the same critical section that applies it).
-	n.mu.Lock()
-	l, held := tx.d.Get(key)
-	n.mu.Unlock()
-	if held && n.leases.remaining(l, tx.now) <= 0 {
+	var l fsm.Lease
+	var held bool
+	g.locked(func() { l, held = tx.d.Get(key) })
+	if held && g.remaining(l, tx.now) <= 0 {
 		ref := l.Ref()
 		_, _ = tx.d.Apply(fsm.Command{Op: fsm.OpExpire, Key: key, Lease: &ref})
 	}
@@ -150,7 +150,7 @@ func (tx *Tx) Status(key string) (Status, bool, error) {
 			s.Token = 0
 		}
 	} else {
-		s.Remaining = tx.n.leases.remaining(l, tx.now)
+		s.Remaining = tx.n.grants.remaining(l, tx.now)
 	}
 	return s, true, nil
 }
@@ -166,10 +166,11 @@ func (tx *Tx) Acquire(key, owner string, ttl time.Duration, redis bool) (bool, e
 	}
 	tx.touch(key)
 	l, held := tx.d.Get(key)
-	n.mu.Lock()
-	queued := n.waits.head(key) != nil
-	_, inTable := n.table.Get(key)
-	n.mu.Unlock()
+	var queued, inTable bool
+	n.grants.locked(func() {
+		queued = n.grants.waits.head(key) != nil
+		_, inTable = n.table.Get(key)
+	})
 	if queued && (!held || l.Owner != owner) {
 		return false, nil
 	}
@@ -254,7 +255,7 @@ func (tx *Tx) Get(key string) (Record, bool, error) {
 	case l.Version == tx.d.Position() && l.Deadline == 0:
 		rec.Remaining = rec.TTL // started by this transaction
 	default:
-		rec.Remaining = tx.n.leases.remaining(l, tx.now)
+		rec.Remaining = tx.n.grants.remaining(l, tx.now)
 	}
 	return rec, true, nil
 }
@@ -315,17 +316,17 @@ func (tx *Tx) Keys(pattern string) []string {
 	raw := tx.d.Scan(pattern)
 	seen := make(map[string]bool, len(raw))
 	var out []string
-	n.mu.Lock()
-	for _, k := range raw {
-		seen[k] = true
-		if tx.d.Read(k) {
-			continue // the draft's own state, below
+	n.grants.locked(func() {
+		for _, k := range raw {
+			seen[k] = true
+			if tx.d.Read(k) {
+				continue // the draft's own state, below
+			}
+			if l, held := n.table.Get(k); held && n.grants.remaining(l, tx.now) > 0 {
+				out = append(out, k)
+			}
 		}
-		if l, held := n.table.Get(k); held && n.leases.remaining(l, tx.now) > 0 {
-			out = append(out, k)
-		}
-	}
-	n.mu.Unlock()
+	})
 	tx.d.Keys(func(k string) {
 		if _, held := tx.d.Get(k); held && (seen[k] || match.Match(k, pattern)) {
 			out = append(out, k)
@@ -340,16 +341,9 @@ func (tx *Tx) Del(key string) (bool, error) { return tx.Revoke(key) }
 // checkNewKey applies the limits on keys to a key the transaction would
 // create: Config.MaxLocks and the quotas.
 func (tx *Tx) checkNewKey(key string) error {
-	n := tx.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if _, inTable := n.table.Get(key); inTable {
-		return nil
-	}
-	if n.table.Len()+tx.newLocks >= n.cfg.MaxLocks {
-		return fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, n.cfg.MaxLocks)
-	}
-	return n.quotas.check(key)
+	var err error
+	tx.n.grants.locked(func() { err = tx.n.grants.checkNewLocked(key, tx.newLocks) })
+	return err
 }
 
 func (tx *Tx) apply(c fsm.Command) (*fsm.Result, error) {
@@ -369,16 +363,16 @@ func (tx *Tx) handToWaiters() {
 	}
 	n := tx.n
 	var grants []fsm.Command
-	n.mu.Lock()
-	tx.d.Keys(func(key string) {
-		if _, held := tx.d.Get(key); held {
-			return
-		}
-		if w := n.headWaiterLocked(key); w != nil {
-			grants = append(grants, fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
-		}
+	n.grants.locked(func() {
+		tx.d.Keys(func(key string) {
+			if _, held := tx.d.Get(key); held {
+				return
+			}
+			if w := n.grants.headWaiterLocked(key); w != nil {
+				grants = append(grants, fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
+			}
+		})
 	})
-	n.mu.Unlock()
 	for _, g := range grants {
 		// A key granted and freed again in this transaction cannot be
 		// granted twice (fsm.ErrRegrant): the waiter then gets it from the

@@ -143,9 +143,9 @@ func TestUpdateExpiresRunOutLeasesAndHandsToWaiters(t *testing.T) {
 		close(granted)
 	}()
 	require.Eventually(t, func() bool {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.waits.head("q") != nil
+		n.grants.mu.Lock()
+		defer n.grants.mu.Unlock()
+		return n.grants.waits.head("q") != nil
 	}, 5*time.Second, 5*time.Millisecond)
 
 	require.NoError(t, n.Update(ctx, []string{"short", "q"}, func(tx *Tx) error {

@@ -5,7 +5,7 @@ package server
 // place of the older one, which is answered "not granted", so a client that
 // reissues its wait keeps its place in the line.
 //
-// All methods are called with Node.mu held.
+// All methods are called with grants.mu held.
 type waitQueues struct {
 	byKey map[string][]*waiter
 }

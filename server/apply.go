@@ -1,0 +1,105 @@
+package server
+
+import (
+	"io"
+	"sync/atomic"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// applier is the node's raft.FSM (a raft.BatchingFSM): it applies committed
+// entries to the lock table and makes the grant bookkeeping follow (lease
+// timers, quotas, waiters), under the bookkeeping's lock, so that a grant is
+// timed and its waiter answered in the critical section that applies it.
+// Raft calls it from one goroutine.
+type applier struct {
+	table   *fsm.Table
+	grants  *grants
+	metrics *metrics
+	// snapPos is the table's position (fsm.Table.Position) when the last
+	// snapshot was taken or restored.
+	snapPos atomic.Uint64
+}
+
+func (a *applier) Apply(l *raft.Log) interface{} {
+	a.grants.mu.Lock()
+	res := a.applyLocked(l)
+	a.grants.unlockAndYieldToGranted()
+	return res
+}
+
+// ApplyBatch makes applier a raft.BatchingFSM: Raft hands it every entry
+// committed together, and the lock is taken once for them all.
+func (a *applier) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	a.grants.mu.Lock()
+	for i, l := range logs {
+		out[i] = a.applyLocked(l)
+	}
+	a.grants.unlockAndYieldToGranted()
+	return out
+}
+
+func (a *applier) applyLocked(l *raft.Log) interface{} {
+	res := a.table.Apply(l)
+	switch r := res.(type) {
+	case *fsm.Result:
+		a.resultLocked(r)
+	case []*fsm.Result:
+		// A batch: each command as if it had an entry of its own.
+		for _, r := range r {
+			a.resultLocked(r)
+		}
+	}
+	return res
+}
+
+func (a *applier) resultLocked(r *fsm.Result) {
+	if r.Cmd.Op == fsm.OpTxn {
+		// Each command of an applied transaction as if it stood alone.
+		for _, s := range r.Sub {
+			a.resultLocked(s)
+		}
+		return
+	}
+	a.metrics.applied(r)
+	a.grants.appliedLocked(r)
+}
+
+func (a *applier) Snapshot() (raft.FSMSnapshot, error) {
+	// Called on the FSM goroutine, so the position is the snapshot's.
+	pos := a.table.Position()
+	s, err := a.table.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &countedSnapshot{FSMSnapshot: s, a: a, pos: pos}, nil
+}
+
+// countedSnapshot records the snapshot's position as the last once it is
+// saved, for the node's snapshotLoop and snapshotBeforeStop.
+type countedSnapshot struct {
+	raft.FSMSnapshot
+	a   *applier
+	pos uint64
+}
+
+func (s *countedSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.FSMSnapshot.Persist(sink); err != nil {
+		return err
+	}
+	s.a.snapPos.Store(s.pos)
+	return nil
+}
+
+func (a *applier) Restore(rc io.ReadCloser) error {
+	a.grants.mu.Lock()
+	defer a.grants.mu.Unlock()
+	if err := a.table.Restore(rc); err != nil {
+		return err
+	}
+	a.snapPos.Store(a.table.Position())
+	a.grants.restoredLocked()
+	return nil
+}

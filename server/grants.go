@@ -1,0 +1,530 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// grants is a node's bookkeeping of what it grants, under a lock of its own:
+// readiness, the lease timers, the wait queues, the acquires in progress and
+// the grants made to waiters that had gone, the keys with a hand-off in
+// flight, and the quota counts.
+//
+// The apply path (applier) holds mu while it applies entries, so that under
+// mu the table, the lease deadlines and the queues agree: a grant is timed
+// and its waiter answered in the critical section that applies it.
+// Readiness and the wait queue share mu: a request queues only after it saw,
+// under mu, that the node is a ready leader, and the end of readiness
+// answers every waiter under the same lock, so no waiter is left queued on
+// a node that no longer grants.
+//
+// Methods whose names end in Locked are called with mu held; the others take
+// it. Lock order: mu, then the table's own lock.
+type grants struct {
+	table *fsm.Table
+	log   *slog.Logger
+	// raft is set once Raft has started, before readiness can be; it is
+	// read only while ready.
+	raft *raft.Raft
+	// propose proposes a command without waiting for it (Node.proposeAsync);
+	// kick wakes the expiry loop. Neither blocks.
+	propose  func(fsm.Command)
+	kick     func()
+	maxLocks int
+
+	mu    sync.Mutex
+	ready bool // leader that has applied its whole log and restarted leases
+	// readyTerm is the Raft term in which ready was set: readiness holds
+	// only while the node still leads in that term (readyLocked), whatever
+	// the leader channel has or has not said since.
+	readyTerm uint64
+	changed   chan struct{} // closed and replaced when leadership or readiness changes
+	closed    bool
+	leases    *lessor
+	quotas    *quotas // held locks per Config.Quotas pattern
+	waits     *waitQueues
+	live      map[ownerKey]int // acquires in progress per (key, owner)
+	// undelivered holds grants made to waiters that had gone, while the
+	// same owner still had an acquire in progress that might return them.
+	undelivered map[ownerKey]uint64
+	granting    map[string]bool // keys with an OpGrant in flight
+	armed       time.Time       // when the expiry loop will next wake
+	// grantedWaiter is set when an applied entry granted a waiter, and
+	// taken by the apply that ends (unlockAndYieldToGranted).
+	grantedWaiter bool
+}
+
+type ownerKey struct{ key, owner string }
+
+func newGrants(table *fsm.Table, log *slog.Logger, q []Quota, maxLocks int) *grants {
+	return &grants{
+		table:    table,
+		log:      log,
+		maxLocks: maxLocks,
+		changed:  make(chan struct{}),
+		leases:   newLessor(table),
+		quotas:   newQuotas(q),
+		waits:    newWaitQueues(),
+		live:     make(map[ownerKey]int),
+		granting: make(map[string]bool),
+	}
+}
+
+// readyLocked reports whether the node is a ready leader: the watcher made it
+// ready, and it still leads in the term it was made ready in. The second half
+// covers the time before the watcher hears of a step-down, or when raft's
+// channel lost the notice.
+func (g *grants) readyLocked() bool {
+	return g.ready && g.raft.State() == raft.Leader && g.raft.CurrentTerm() == g.readyTerm
+}
+
+// isReady is readyLocked under the lock.
+func (g *grants) isReady() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.readyLocked()
+}
+
+// state returns, at one moment, whether the node is a ready leader, whether
+// it is closed, and the channel closed at the next change of either.
+func (g *grants) state() (ready, closed bool, changed <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.readyLocked(), g.closed, g.changed
+}
+
+// signalChangedLocked wakes everyone waiting for a leadership change.
+func (g *grants) signalChangedLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// notReady ends readiness. Waiters queued while the node was ready are
+// answered ErrUnknownOutcome: a grant to one of them may be in an entry
+// whose fate is now unknown.
+func (g *grants) notReady() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.ready {
+		return
+	}
+	g.ready = false
+	g.waits.failAll(ErrUnknownOutcome)
+	g.signalChangedLocked()
+}
+
+// becomeReady makes the node a ready leader in term, restarting every lease
+// at its full TTL (unless restart is false: a fault build's bug), if it
+// still leads in that term and is not closed. It reports whether it did.
+func (g *grants) becomeReady(term uint64, restart bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.raft.State() != raft.Leader || g.raft.CurrentTerm() != term || g.closed {
+		return false
+	}
+	if restart {
+		g.leases.restartAll(time.Now())
+	}
+	g.ready, g.readyTerm = true, term
+	g.signalChangedLocked()
+	return true
+}
+
+// close marks the node closed and answers every waiter (an entry handing a
+// lock to one of them may be in flight). It reports false if the node was
+// already closed.
+func (g *grants) close() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.closed = true
+	g.ready = false
+	g.waits.failAll(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
+	g.signalChangedLocked()
+	return true
+}
+
+// isClosed reports whether close was called.
+func (g *grants) isClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
+
+// waiting returns the number of queued acquires.
+func (g *grants) waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waits.count()
+}
+
+// headWaiter returns the first waiter for key as an fsm.Waiter, or nil.
+func (g *grants) headWaiter(key string) *fsm.Waiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.headWaiterLocked(key)
+}
+
+func (g *grants) headWaiterLocked(key string) *fsm.Waiter {
+	if w := g.waits.head(key); w != nil {
+		return &fsm.Waiter{Owner: w.owner, TTL: w.ttl}
+	}
+	return nil
+}
+
+// expired returns the ref of key's lease if it has run out on this leader
+// (its Expire not yet committed), with the head waiter the expiry hands the
+// key to; nil if the key is free or its lease runs.
+func (g *grants) expired(key string) (*fsm.LeaseRef, *fsm.Waiter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l, held := g.table.Get(key)
+	if !held || g.leases.remaining(l, time.Now()) > 0 {
+		return nil, nil
+	}
+	ref := l.Ref()
+	return &ref, g.headWaiterLocked(key)
+}
+
+// lease returns key's lock in the table and the time left on it on this
+// node's lease clock, read together.
+func (g *grants) lease(key string, now time.Time) (l fsm.Lease, held bool, remaining time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l, held = g.table.Get(key)
+	if held {
+		remaining = g.leases.remaining(l, now)
+	}
+	return l, held, remaining
+}
+
+// checkNewLocked applies the limits on keys to a key an acquire would add
+// to the table (Config.MaxLocks, the quotas); pending counts keys the same
+// request adds before it. A key already in the table passes.
+func (g *grants) checkNewLocked(key string, pending int) error {
+	if _, inTable := g.table.Get(key); inTable {
+		return nil
+	}
+	if g.table.Len()+pending >= g.maxLocks {
+		return fmt.Errorf("%w: the lock table holds its maximum of %d locks", ErrLimit, g.maxLocks)
+	}
+	return g.quotas.check(key)
+}
+
+// due returns an Expire, handing the key to its head waiter, for every lease
+// whose deadline passed at now, and how long until the next deadline; none
+// and an hour unless the node is a ready leader.
+func (g *grants) due(now time.Time) ([]fsm.Command, time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var cmds []fsm.Command
+	ready := g.readyLocked()
+	if ready {
+		for _, d := range g.leases.due(now) {
+			c := fsm.Command{Op: fsm.OpExpire, Key: d.key, Lease: &fsm.LeaseRef{Token: d.ref.Token, Version: d.ref.Version}}
+			c.Waiter = g.headWaiterLocked(d.key)
+			cmds = append(cmds, c)
+		}
+	}
+	wait := time.Hour
+	if next, ok := g.leases.next(); ok && ready {
+		wait = max(next.Sub(now), 0)
+	}
+	g.armed = now.Add(wait)
+	return cmds, wait
+}
+
+// retryExpire times key's lease ref again after its Expire failed to commit.
+func (g *grants) retryExpire(key string, ref fsm.LeaseRef) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.leases.retry(key, ref, time.Now())
+}
+
+// grantFailed notes that the OpGrant of key did not commit.
+func (g *grants) grantFailed(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.granting, key)
+}
+
+// restoredLocked makes the bookkeeping follow a table restored from a
+// snapshot: whatever was timed before is void, so every lease starts its
+// full TTL, and the quotas are counted again.
+func (g *grants) restoredLocked() {
+	g.quotas.recount(g.table)
+	g.leases.restartAll(time.Now())
+	g.kick()
+}
+
+// unlockAndYieldToGranted unlocks mu, which the apply holds, and, if the
+// entries applied granted a waiter, lets the request that grant woke run
+// before the FSM goroutine goes on. The woken goroutine waits on this
+// goroutine's processor, and Raft, once the apply returns, answers its
+// futures, whose waking goroutines would each run first (Go runs the
+// goroutine woken last first). The granted waiter's reply is what the next
+// holder waits for (docs/performance.md).
+func (g *grants) unlockAndYieldToGranted() {
+	granted := g.grantedWaiter
+	g.grantedWaiter = false
+	g.mu.Unlock()
+	if granted {
+		runtime.Gosched()
+	}
+}
+
+// appliedLocked updates lease timers, quotas and waiters after an entry.
+func (g *grants) appliedLocked(r *fsm.Result) {
+	g.quotas.applied(r)
+	key := r.Cmd.Key
+	if r.Freed != nil {
+		g.leases.drop(key, r.Freed.Token)
+	}
+	switch {
+	case r.Code == fsm.Written:
+		// A put: a new TTL is timed from now; a kept one keeps its
+		// deadline, under the lease's new ref if the value changed.
+		switch {
+		case !g.ready && faultActive("skip-lease-restart"):
+		case r.Lease.TTL > 0 && r.Lease.Deadline != 0:
+			g.leases.keep(key, r.Lease.Ref(), r.Lease.Deadline)
+		default:
+			g.leases.set(key, r.Lease, time.Now())
+		}
+		g.kickIfSoonerLocked(key)
+	case r.Waiter == fsm.WaiterGranted,
+		r.Code == fsm.Granted, r.Code == fsm.Renewed, r.Code == fsm.Extended:
+		// (The skip-lease-restart fault also stops followers from timing
+		// leases, so that a new leader that skips the restart inherits no
+		// deadlines at all and frees leases early, as the bug would.)
+		if g.ready || !faultActive("skip-lease-restart") {
+			g.leases.set(key, r.Lease, time.Now())
+		}
+		g.kickIfSoonerLocked(key)
+	}
+	if r.Cmd.Waiter != nil {
+		g.answerWaiterLocked(r)
+	}
+	if r.Lease.Token == 0 && !g.granting[key] && g.readyLocked() {
+		if w := g.waits.head(key); w != nil {
+			// The key is free but someone waits: the entry that freed it was
+			// proposed before the waiter queued. Hand it over now.
+			g.granting[key] = true
+			g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: &fsm.Waiter{Owner: w.owner, TTL: w.ttl}})
+		}
+	}
+}
+
+// kickIfSoonerLocked wakes the expiry loop if key's new deadline comes
+// before the loop's next wake-up.
+func (g *grants) kickIfSoonerLocked(key string) {
+	if d, ok := g.leases.deadline(key); ok && g.ready && d.Before(g.armed) {
+		g.kick()
+	}
+}
+
+// answerWaiterLocked answers the waiter an applied entry granted or refused.
+func (g *grants) answerWaiterLocked(r *fsm.Result) {
+	key, owner := r.Cmd.Key, r.Cmd.Waiter.Owner
+	delete(g.granting, key)
+	switch r.Waiter {
+	case fsm.WaiterGranted:
+		if w := g.waits.take(key, owner); w != nil {
+			g.grantedWaiter = true
+			w.answer(waitOutcome{granted: true, grant: Grant{Token: r.Lease.Token, TTL: time.Duration(r.Lease.TTL) * time.Millisecond}})
+		} else {
+			g.abandonedLocked(ownerKey{key, owner}, r.Lease.Token)
+		}
+	case fsm.WaiterRefused:
+		if w := g.waits.take(key, owner); w != nil {
+			w.answer(waitOutcome{})
+		}
+	}
+}
+
+// abandonedLocked handles a grant made to a waiter that has gone (its wait
+// ended or its connection closed while the grant was in flight). If the owner
+// has an acquire in progress, that request returns the same grant (the table
+// renews a holder's acquire with its token); otherwise the grant is revoked by
+// owner and token only, so nothing else is touched.
+func (g *grants) abandonedLocked(ok ownerKey, token uint64) {
+	if g.live[ok] > 0 {
+		g.undeliveredLocked(ok, token)
+		return
+	}
+	g.revokeUndeliveredLocked(ok, token)
+}
+
+// undeliveredLocked notes a grant that reached no caller; it is revoked when
+// the owner's last request in progress ends without returning it.
+func (g *grants) undeliveredLocked(ok ownerKey, token uint64) {
+	if g.undelivered == nil {
+		g.undelivered = make(map[ownerKey]uint64)
+	}
+	g.undelivered[ok] = token
+}
+
+// revokeUndeliveredLocked revokes a grant that reached no caller, by owner
+// and token only, so that nothing else is touched.
+func (g *grants) revokeUndeliveredLocked(ok ownerKey, token uint64) {
+	if !g.readyLocked() {
+		// A new leader restarts the lease; it ends after its TTL.
+		return
+	}
+	if l, held := g.table.Get(ok.key); !held || l.Owner != ok.owner || l.Token != token {
+		return
+	}
+	g.log.Debug("revoking a grant no caller received", "key", ok.key, "owner", ok.owner, "token", token)
+	g.propose(fsm.Command{Op: fsm.OpRevoke, Key: ok.key, Owner: ok.owner,
+		Lease: &fsm.LeaseRef{Token: token}, Waiter: g.headWaiterLocked(ok.key)})
+}
+
+// begin records an acquire of (key, owner) in progress; end must follow.
+func (g *grants) begin(ok ownerKey) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.live[ok]++
+}
+
+// end ends one acquire of (key, owner) that returned token (zero: none). A
+// grant made meanwhile to the owner's abandoned wait is revoked once no
+// acquire of the owner is left that might return it.
+func (g *grants) end(ok ownerKey, token uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.live[ok]--
+	if t, has := g.undelivered[ok]; has && token != 0 && t == token {
+		delete(g.undelivered, ok)
+	}
+	if g.live[ok] > 0 {
+		return
+	}
+	delete(g.live, ok)
+	if t, has := g.undelivered[ok]; has {
+		delete(g.undelivered, ok)
+		g.revokeUndeliveredLocked(ok, t)
+	}
+}
+
+// acquireStep is what plan decided an acquire does next.
+type acquireStep struct {
+	act    acquireAction
+	cmd    fsm.Command // actPropose: the entry
+	waiter *waiter     // actQueue: the queued wait
+	err    error       // actFail
+}
+
+// acquireAction says what an acquire does next.
+type acquireAction int
+
+const (
+	actPropose  acquireAction = iota // propose the entry
+	actQueue                         // wait for the queued waiter's answer
+	actRefuse                        // answer "not granted" without an entry
+	actNotReady                      // not a ready leader (any more): ask again
+	actFail                          // answer the error
+)
+
+// plan decides, in one critical section, an acquire's next step: its entry,
+// or a place in the wait queue (others already wait for the key, and the
+// request may wait), or a refusal (the key's lease ran out but waiters come
+// first; the expiry hands it to them), or an error (a key of another kind,
+// a limit).
+func (g *grants) plan(key, owner string, ttl uint64, waits, redis bool) acquireStep {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.readyLocked() {
+		// Stepped down since the caller's check: queueing here would
+		// wait on a node nothing grants on.
+		return acquireStep{act: actNotReady}
+	}
+	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl, Redis: redis}
+	l, held := g.table.Get(key)
+	if held && l.Kind != fsm.KindString {
+		return acquireStep{act: actFail, err: ErrWrongType}
+	}
+	queued := g.waits.head(key) != nil
+	expired := held && g.leases.remaining(l, time.Now()) <= 0
+	switch {
+	case queued && (!held || l.Owner != owner || expired):
+		// Waiters come first, also before a holder whose lease ran out.
+		if waits {
+			return acquireStep{act: actQueue, waiter: g.enqueueLocked(key, owner, ttl)}
+		}
+		if expired {
+			return acquireStep{act: actRefuse}
+		}
+	case expired:
+		// The lease ran out on this leader but its Expire is not yet
+		// committed: end it in the same entry, so the lock reads and acts
+		// as free at once (a holder then gets a new token, not a renewal).
+		ref := l.Ref()
+		c.Lease = &ref
+	}
+	if !held {
+		if err := g.checkNewLocked(key, 0); err != nil {
+			return acquireStep{act: actFail, err: err}
+		}
+	}
+	return acquireStep{act: actPropose, cmd: c}
+}
+
+// queueBehind queues an acquire that found key held by another owner,
+// unless the lock changed hands since or the node no longer leads; nil then.
+func (g *grants) queueBehind(key, owner string, ttl uint64) *waiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l, held := g.table.Get(key); held && l.Owner != owner && g.readyLocked() {
+		return g.enqueueLocked(key, owner, ttl)
+	}
+	return nil
+}
+
+func (g *grants) enqueueLocked(key, owner string, ttl uint64) *waiter {
+	w := &waiter{key: key, owner: owner, ttl: ttl, done: make(chan waitOutcome, 1)}
+	g.waits.add(w)
+	if _, held := g.table.Get(key); !held && !g.granting[key] && g.waits.head(key) == w {
+		// Freed between our look and now: hand it over.
+		g.granting[key] = true
+		g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: &fsm.Waiter{Owner: owner, TTL: ttl}})
+	}
+	return w
+}
+
+// withdraw removes w from its queue if it is still there and reports
+// whether it was; if not, its answer is on w.done.
+func (g *grants) withdraw(w *waiter) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waits.remove(w)
+}
+
+// noteUndelivered notes a grant whose caller had gone (see
+// undeliveredLocked).
+func (g *grants) noteUndelivered(ok ownerKey, token uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.undeliveredLocked(ok, token)
+}
+
+// locked runs fn under mu, for a transaction's reads of the table that must
+// agree with the lease deadlines and the queues.
+func (g *grants) locked(fn func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fn()
+}
+
+// remaining returns how long lease l, read under mu, has left on this
+// node's lease clock. It needs no lock: it reads only l and the clock.
+func (g *grants) remaining(l fsm.Lease, now time.Time) time.Duration {
+	return g.leases.remaining(l, now)
+}
