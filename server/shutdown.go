@@ -91,9 +91,9 @@ func (n *Node) handOff() string {
 
 // shutdownSnapshotMin is how many commands past the last snapshot make Close
 // take a snapshot first: the next start then restores it instead of
-// replaying those commands one by one from the log (a million take tens of
-// seconds; the snapshot of a million locks about two). Commands, not
-// entries: an entry may hold a batch of them.
+// replaying those commands one by one from the log, which takes far longer
+// (docs/performance.md, a million locks). Commands, not entries: an entry may
+// hold a batch of them.
 const shutdownSnapshotMin = 4096
 
 // shutdownSnapshotTimeout bounds the wait for that snapshot.
