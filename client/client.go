@@ -164,7 +164,9 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		}
 		n := &node{addr: a, opts: redis.Options{
 			Addr: a,
-			// fencerd speaks RESP2 and has no CLIENT SETINFO.
+			// RESP2 and no CLIENT SETINFO on connect: fencerd answers
+			// HELLO 3 and SETINFO, but the client needs nothing that
+			// RESP3 or a library name would add.
 			Protocol:        2,
 			DisableIdentity: true,
 			// The client retries itself, on another node.

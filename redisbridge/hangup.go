@@ -24,8 +24,9 @@ const hangupPoll = 50 * time.Millisecond
 // where the platform can tell a peer's FIN that way, hangup_linux.go), and
 // peeks only at those it flags (a TLS connection's FIN needs no peek: see
 // hangupWatch.tls). A goroutine and a ticker per waiting
-// request instead cost a thread wake-up per waiter per tick: 5,000 a second
-// at 256 waiters, about 6 % of a one-node fencerd's CPU in a contended run.
+// request instead cost a thread wake-up per waiter per tick, which with
+// hundreds of waiters took a share of fencerd's CPU that one poll does not
+// (docs/performance-log.md, What changed in the server).
 type hangups struct {
 	mu      sync.Mutex
 	watched map[*hangupWatch]struct{}

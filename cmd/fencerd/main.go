@@ -22,11 +22,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// defaultGCPercent is the Go collector's target unless GOGC is set. A table
-// of a million locks is a few hundred MiB of small objects; Go's default,
-// 100, lets the heap grow to twice that between collections (measured: 641
-// MiB resident after filling a million locks, 436 MiB at 50). With the few
-// locks most deployments hold, collections are cheap either way.
+// defaultGCPercent is the Go collector's target unless GOGC is set. A large
+// lock table is many small objects; Go's default, 100, lets the heap grow
+// to twice the live heap between collections, 50 to one and a half times
+// (docs/performance-log.md has the resident sizes of a million locks at
+// both). With the few locks most deployments hold, collections are cheap
+// either way.
 const defaultGCPercent = 50
 
 func main() {
