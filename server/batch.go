@@ -17,10 +17,10 @@ import (
 // decodes and answers one entry where it would have handled dozens, and an
 // idle one sends each command at once.
 //
-// One entry in flight (window 1) is deliberate: measured on 1 and 3 nodes
-// at 16 and 256 clients, it beat letting Raft pipeline two or four smaller
-// entries (docs/performance.md), as each commit round then carries every
-// command that arrived during the previous one.
+// One entry in flight (window 1) is deliberate: it beat letting Raft
+// pipeline two or four smaller entries on one and three nodes
+// (docs/performance-log.md, What changed in the server), as each commit
+// round then carries every command that arrived during the previous one.
 //
 // No goroutine hand-off stands between Raft and the next entry: a request
 // finding nothing in flight sends its entry itself (submitAndSend), and the

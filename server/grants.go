@@ -271,7 +271,8 @@ func (g *grants) restoredLocked() {
 // goroutine's processor, and Raft, once the apply returns, answers its
 // futures, whose waking goroutines would each run first (Go runs the
 // goroutine woken last first). The granted waiter's reply is what the next
-// holder waits for (docs/performance.md).
+// holder waits for (docs/performance-log.md, What changed in the server,
+// has the timings).
 func (g *grants) unlockAndYieldToGranted() {
 	granted := g.grantedWaiter
 	g.grantedWaiter = false
