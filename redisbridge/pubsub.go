@@ -262,7 +262,9 @@ func (b *Bridge) relayPublish(shard bool, channel, msg []byte) {
 	go func() {
 		ctx, cancel := context.WithTimeout(b.ctx, relayTimeout)
 		defer cancel()
-		ms, err := b.locker.Members(ctx)
+		// Not Members: the leader's Barrier would hold every relay back
+		// by a commit, while subscribers elsewhere wait for the message.
+		ms, err := b.locker.KnownMembers(ctx)
 		if err != nil {
 			return
 		}

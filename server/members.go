@@ -32,6 +32,13 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 			return nil, err
 		}
 	}
+	return n.KnownMembers(ctx)
+}
+
+// KnownMembers is Members without the leader's Barrier: the latest
+// configuration this node knows, committed or not. It is for what needs no
+// more, such as relaying a publish to every node, and costs no commit.
+func (n *Node) KnownMembers(ctx context.Context) ([]Member, error) {
 	f := n.raft.GetConfiguration()
 	if err := n.await(ctx, f, contextErr); err != nil {
 		return nil, err
