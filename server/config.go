@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -109,7 +110,8 @@ type Config struct {
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// RaftLogLevel is the level of Raft's own log lines (hclog names:
-	// "trace", "debug", "info", "warn", "error", "off"). The default is "warn".
+	// "trace", "debug", "info", "warn", "error", "off"; empty is hclog's
+	// default, "info"). The default is "warn".
 	RaftLogLevel string
 }
 
@@ -252,6 +254,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TrailingLogs == 0 {
 		bad("TrailingLogs", "must be positive")
+	}
+	if c.RaftLogLevel != "" && hclog.LevelFromString(c.RaftLogLevel) == hclog.NoLevel {
+		bad("RaftLogLevel", "%q is not trace, debug, info, warn, error or off", c.RaftLogLevel)
 	}
 	return errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 	c.MaxTTL = c.MinTTL / 2
 	c.MaxBatch = 0
 	c.SnapshotRetain = 0
+	c.RaftLogLevel = "loud"
 	err := c.Validate()
 	require.Error(t, err)
 	var fields []string
@@ -24,7 +25,7 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 		assert.NotEmpty(t, e.Reason)
 		fields = append(fields, e.Field)
 	}
-	assert.Equal(t, []string{"DataDir", "MaxTTL", "MaxBatch", "SnapshotRetain"}, fields)
+	assert.Equal(t, []string{"DataDir", "MaxTTL", "MaxBatch", "SnapshotRetain", "RaftLogLevel"}, fields)
 	assert.ErrorContains(t, err, "server: config MaxBatch: must be positive, got 0")
 }
 
