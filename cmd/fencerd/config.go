@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -92,6 +93,49 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.Uint64Var(&n.TrailingLogs, "raft-trailing-logs", n.TrailingLogs, "Raft log entries kept behind a snapshot, so that a follower a little behind catches up from the log instead of a snapshot")
 	f.StringVar(&c.logLevel, "log-level", c.logLevel, "log level: debug, info, warn, error")
 	f.StringVar(&n.RaftLogLevel, "raft-log-level", n.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
+}
+
+// derive fills in what fencerd derives from its flags: the loggers, Join,
+// the Raft address beside --listen, the users and their quotas, and TLS.
+// It refuses flags that cannot work together, and returns the TLS
+// certificates (nil without TLS).
+func (c *config) derive(logger *slog.Logger) (*certStore, error) {
+	c.node.Logger, c.bridge.Logger = logger, logger
+	c.node.Join = len(c.join) > 0
+	if c.restore != "" && c.node.Join {
+		return nil, errors.New("--restore starts a new cluster: it cannot be combined with --join")
+	}
+	if c.node.RaftAddr == "" {
+		a, err := addrBeside(c.listen, 1, "--raft-listen")
+		if err != nil {
+			return nil, err
+		}
+		c.node.RaftAddr = a
+	}
+	if c.usersFile != "" {
+		users, err := redisbridge.LoadUsers(c.usersFile)
+		if err != nil {
+			return nil, err
+		}
+		c.bridge.Users = users
+		for _, u := range users {
+			if u.MaxLocks > 0 {
+				c.node.Quotas = append(c.node.Quotas, server.Quota{Name: "user " + u.Name, Pattern: u.Pattern, Max: u.MaxLocks})
+			}
+		}
+	}
+	if err := checkProtectedMode(c.listen, c.protected, c.bridge); err != nil {
+		return nil, err
+	}
+	certs, err := loadCertStore(c.tls)
+	if err != nil {
+		return nil, err
+	}
+	c.bridge.TLS, c.bridge.ForwardTLS = certs.serverConfig(), certs.dialConfig()
+	if c.node.RaftTLS, err = raftTLSConfig(c.tls, certs); err != nil {
+		return nil, err
+	}
+	return certs, nil
 }
 
 // flagOf names the flag that sets each config field a *server.ConfigError

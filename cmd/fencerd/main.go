@@ -116,49 +116,6 @@ func newLogger(levelName string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
-// derive fills in what fencerd derives from its flags: the loggers, Join,
-// the Raft address beside --listen, the users and their quotas, and TLS.
-// It refuses flags that cannot work together, and returns the TLS
-// certificates (nil without TLS).
-func (c *config) derive(logger *slog.Logger) (*certStore, error) {
-	c.node.Logger, c.bridge.Logger = logger, logger
-	c.node.Join = len(c.join) > 0
-	if c.restore != "" && c.node.Join {
-		return nil, errors.New("--restore starts a new cluster: it cannot be combined with --join")
-	}
-	if c.node.RaftAddr == "" {
-		a, err := addrBeside(c.listen, 1, "--raft-listen")
-		if err != nil {
-			return nil, err
-		}
-		c.node.RaftAddr = a
-	}
-	if c.usersFile != "" {
-		users, err := redisbridge.LoadUsers(c.usersFile)
-		if err != nil {
-			return nil, err
-		}
-		c.bridge.Users = users
-		for _, u := range users {
-			if u.MaxLocks > 0 {
-				c.node.Quotas = append(c.node.Quotas, server.Quota{Name: "user " + u.Name, Pattern: u.Pattern, Max: u.MaxLocks})
-			}
-		}
-	}
-	if err := checkProtectedMode(c.listen, c.protected, c.bridge); err != nil {
-		return nil, err
-	}
-	certs, err := loadCertStore(c.tls)
-	if err != nil {
-		return nil, err
-	}
-	c.bridge.TLS, c.bridge.ForwardTLS = certs.serverConfig(), certs.dialConfig()
-	if c.node.RaftTLS, err = raftTLSConfig(c.tls, certs); err != nil {
-		return nil, err
-	}
-	return certs, nil
-}
-
 // handleSignals returns ctx, cancelled by SIGINT or SIGTERM, and reloads
 // the certificates on SIGHUP until cl runs.
 func handleSignals(ctx context.Context, certs *certStore, logger *slog.Logger, cl *cleanup) context.Context {
