@@ -224,7 +224,7 @@ func lockKeys(name string, args [][]byte) [][]byte {
 func (c *Config) userTable() (map[string]*User, []byte, error) {
 	if len(c.Users) == 0 && c.RequirePass == "" {
 		if c.ForwardUser != "" {
-			return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: set without Users or RequirePass")
+			return nil, nil, configError("ForwardUser", "set without Users or RequirePass")
 		}
 		return nil, nil, nil
 	}
@@ -232,17 +232,17 @@ func (c *Config) userTable() (map[string]*User, []byte, error) {
 	for i := range c.Users {
 		u := c.Users[i]
 		if u.Name == "" || u.Pattern == "" {
-			return nil, nil, fmt.Errorf("redisbridge: config Users: user %q needs a name and a pattern", u.Name)
+			return nil, nil, configError("Users", "user %q needs a name and a pattern", u.Name)
 		}
 		if _, dup := users[u.Name]; dup {
-			return nil, nil, fmt.Errorf("redisbridge: config Users: user %q given twice", u.Name)
+			return nil, nil, configError("Users", "user %q given twice", u.Name)
 		}
 		users[u.Name] = &u
 	}
 	fwd := c.ForwardUser
 	if c.RequirePass != "" {
 		if _, dup := users[DefaultUser]; dup {
-			return nil, nil, fmt.Errorf("redisbridge: config RequirePass: Users has a %q user too", DefaultUser)
+			return nil, nil, configError("RequirePass", "Users has a %q user too", DefaultUser)
 		}
 		u := NewUser(DefaultUser, c.RequirePass, "*")
 		users[DefaultUser] = &u
@@ -251,14 +251,14 @@ func (c *Config) userTable() (map[string]*User, []byte, error) {
 		}
 	}
 	if fwd == "" {
-		return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: needed with Users, so that followers can forward to the leader")
+		return nil, nil, configError("ForwardUser", "needed with Users, so that followers can forward to the leader")
 	}
 	u, ok := users[fwd]
 	switch {
 	case !ok:
-		return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: no user %q", fwd)
+		return nil, nil, configError("ForwardUser", "no user %q", fwd)
 	case u.Pattern != "*" || u.Password == "":
-		return nil, nil, fmt.Errorf("redisbridge: config ForwardUser: user %q needs pattern * and a plain-text password", fwd)
+		return nil, nil, configError("ForwardUser", "user %q needs pattern * and a plain-text password", fwd)
 	}
 	return users, resp.AppendCommand(nil, []byte("AUTH"), []byte(u.Name), []byte(u.Password)), nil
 }

@@ -60,7 +60,7 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.prefix, func(t *testing.T) {
-			c := serveLocker(t, faultyLocker{tc.err}, Config{RequestTimeout: time.Second, Logger: quiet})
+			c := serveLocker(t, faultyLocker{tc.err}, quietConfig(time.Second))
 			for _, args := range [][]any{
 				{"FENCE.ACQUIRE", "k", "o", 1000},
 				{"FENCE.EXTEND", "k", "o", 1000},
@@ -126,7 +126,7 @@ func (u *unsureLocker) Acquire(ctx context.Context, _, _ string, _, _ time.Durat
 // UNCERTAIN when a later attempt runs out of time, not in TIMEOUT.
 func TestWaitKeepsAnEarlierUnknownOutcome(t *testing.T) {
 	l := &unsureLocker{faultyLocker: faultyLocker{server.ErrShutdown}}
-	c := serveLocker(t, l, Config{RequestTimeout: 100 * time.Millisecond, Logger: quiet})
+	c := serveLocker(t, l, quietConfig(100*time.Millisecond))
 	_, err := do(t, c, "FENCE.ACQUIRE", "k", "o", 1000, "WAIT", 1000)
 	require.Error(t, err)
 	assert.Regexp(t, "^UNCERTAIN ", err.Error())

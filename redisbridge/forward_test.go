@@ -62,7 +62,7 @@ func TestForwardingKeepsOneDeadlinePerRequest(t *testing.T) {
 
 	m := &movingLeader{switchAt: time.Now().Add(900 * time.Millisecond), before: deadAddr, after: stall.Addr().String()}
 	m.err = &server.NotLeaderError{Leader: "A", LeaderAddr: deadAddr}
-	c := serveLocker(t, m, Config{RequestTimeout: time.Second, DefaultLockTTL: time.Second, Logger: quiet})
+	c := serveLocker(t, m, quietConfig(time.Second))
 	start := time.Now()
 	_, err = do(t, c, "FENCE.ACQUIRE", "k", "o", 1000)
 	took := time.Since(start)

@@ -19,39 +19,6 @@ import (
 // maxClientsReached is Redis's wording for a connection over maxclients.
 const maxClientsReached = "ERR max number of clients reached"
 
-// validateLimits reports a negative limit; zero means the default.
-func (c *Config) validateLimits() error {
-	switch {
-	case c.MaxArgs < 0:
-		return fmt.Errorf("redisbridge: config MaxArgs: must not be negative, got %d", c.MaxArgs)
-	case c.MaxBulkLen < 0:
-		return fmt.Errorf("redisbridge: config MaxBulkLen: must not be negative, got %d", c.MaxBulkLen)
-	case c.MaxClients < 0:
-		return fmt.Errorf("redisbridge: config MaxClients: must not be negative, got %d", c.MaxClients)
-	case c.MaxPipeline < 0:
-		return fmt.Errorf("redisbridge: config MaxPipeline: must not be negative, got %d", c.MaxPipeline)
-	case c.IdleTimeout < 0:
-		return fmt.Errorf("redisbridge: config IdleTimeout: must not be negative, got %v", c.IdleTimeout)
-	}
-	return nil
-}
-
-// withDefaultLimits replaces zero limits by their defaults.
-func (c *Config) withDefaultLimits() {
-	def := DefaultConfig()
-	for _, p := range []struct {
-		v *int
-		d int
-	}{
-		{&c.MaxArgs, def.MaxArgs}, {&c.MaxBulkLen, def.MaxBulkLen},
-		{&c.MaxClients, def.MaxClients}, {&c.MaxPipeline, def.MaxPipeline},
-	} {
-		if *p.v == 0 {
-			*p.v = p.d
-		}
-	}
-}
-
 // refuseClient tells a connection over MaxClients why it is closed, as Redis
 // does, without waiting long for a client that does not read.
 func (b *Bridge) refuseClient(c redcon.Conn) {

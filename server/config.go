@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
 // Config configures a Node. Start from DefaultConfig and change what you need;
-// Validate names the field that is wrong.
+// Validate names every field that is wrong. A field whose zero value means
+// something says so (an empty LogStore is raft-wal); any other field left
+// at zero is reported, not replaced by its default.
 type Config struct {
 	// ID is the node's Raft server ID. Empty means: the ID saved in DataDir,
 	// or a new random one saved there on first start.
@@ -79,10 +82,9 @@ type Config struct {
 	MaxWriteSize int
 	// MaxBatch is how many commands the leader may put into one Raft entry
 	// (group commit): commands proposed while earlier entries are still
-	// being committed wait and go together. 1 turns grouping off: one
-	// command per entry, which older fencerd versions can read (see
-	// docs/operations.md on upgrades). An entry also stays under
-	// fsm.MaxEntrySize. The default is 1024.
+	// being committed wait and go together; 1 turns grouping off, one
+	// command per entry. An entry also stays under fsm.MaxEntrySize. The
+	// default is 1024.
 	MaxBatch int
 	// Quotas bound the locks held under lock-name patterns (see Quota);
 	// none by default.
@@ -92,8 +94,9 @@ type Config struct {
 	// hold a batch of them, see MaxBatch), are written between snapshots;
 	// SnapshotInterval is how often Raft and the node check. The defaults are
 	// 8192 (Raft's) and 10s (Raft's is 120s): a restart replays the commands
-	// since the last snapshot one by one, about 70,000 a second, so the
-	// check comes often; a snapshot is taken only past the threshold.
+	// since the last snapshot one by one (docs/operations.md has the rate),
+	// so the check comes often; a snapshot is taken only past the
+	// threshold.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	// SnapshotRetain is how many snapshots are kept on disk. The default is 2.
@@ -107,7 +110,8 @@ type Config struct {
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
 	// RaftLogLevel is the level of Raft's own log lines (hclog names:
-	// "trace", "debug", "info", "warn", "error", "off"). The default is "warn".
+	// "trace", "debug", "info", "warn", "error", "off"; empty is hclog's
+	// default, "info"). The default is "warn".
 	RaftLogLevel string
 }
 
@@ -134,11 +138,48 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field.
+// ConfigError is one invalid field of a Config. Validate reports every
+// invalid field, each as a *ConfigError, joined (errors.Join); ConfigErrors
+// lists them, so that a command that binds flags to fields can name each
+// one's flag (cmd/fencerd). Other packages' configs that fencerd binds
+// (redisbridge.Config) report theirs the same way.
+type ConfigError struct {
+	// Pkg is the package whose config it is: "server", "redisbridge".
+	Pkg string
+	// Field is the field's name in the Go struct, such as "MaxTTL".
+	Field string
+	// Reason says what is wrong with the value.
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return e.Pkg + ": config " + e.Field + ": " + e.Reason }
+
+// ConfigErrors returns every *ConfigError in err's tree, in order.
+func ConfigErrors(err error) []*ConfigError {
+	var out []*ConfigError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *ConfigError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, u := range e.Unwrap() {
+				walk(u)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// Validate reports every invalid field, each as a *ConfigError.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("server: config %s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, &ConfigError{Pkg: "server", Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if c.DataDir == "" {
 		bad("DataDir", "must be set")
@@ -213,6 +254,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TrailingLogs == 0 {
 		bad("TrailingLogs", "must be positive")
+	}
+	if c.RaftLogLevel != "" && hclog.LevelFromString(c.RaftLogLevel) == hclog.NoLevel {
+		bad("RaftLogLevel", "%q is not trace, debug, info, warn, error or off", c.RaftLogLevel)
 	}
 	return errors.Join(errs...)
 }

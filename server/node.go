@@ -138,12 +138,8 @@ func nodeID(dir, want string) (string, error) {
 
 func (n *Node) startRaft() error {
 	cfg := n.cfg
-	rc := raft.DefaultConfig()
+	rc := RaftConfig(cfg)
 	rc.LocalID = raft.ServerID(n.id)
-	rc.BatchApplyCh = true
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.TrailingLogs = cfg.TrailingLogs
 	rc.Logger = hclog.New(&hclog.LoggerOptions{
 		Name:   "raft",
 		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
@@ -159,7 +155,7 @@ func (n *Node) startRaft() error {
 		return err
 	}
 	n.store = store
-	logs, err := raft.NewLogCache(512, timedLogStore{store, n.metrics.fsync})
+	logs, err := raft.NewLogCache(RaftLogCacheSize, timedLogStore{store, n.metrics.fsync})
 	if err != nil {
 		return err
 	}
@@ -194,9 +190,9 @@ func (n *Node) startRaft() error {
 			if err != nil {
 				return fmt.Errorf("server: raft transport: %w", err)
 			}
-			n.trans = raft.NewNetworkTransportWithLogger(stream, 3, 10*time.Second, rc.Logger.Named("transport"))
+			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
 		} else {
-			trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, 3, 10*time.Second, rc.Logger.Named("transport"))
+			trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
 			if err != nil {
 				return fmt.Errorf("server: raft transport: %w", err)
 			}

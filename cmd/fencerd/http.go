@@ -12,18 +12,18 @@ import (
 	"github.com/fencerlock/fencer/server"
 )
 
-// listenHTTP opens the --http-listen listener, or returns nil if it is "off".
+// listenHTTP opens the --http-listen listener (addr; listen is --listen),
+// or returns nil if it is "off".
 // An address set explicitly that cannot be bound is an error. The derived
 // default (--listen port + 2) is only a convenience: if it cannot be derived
 // (--listen port 0) or bound (a test harness picked that port for something
 // else), fencerd logs a warning and runs without HTTP rather than not at all.
-func listenHTTP(o options, logger *slog.Logger) (net.Listener, error) {
-	addr := o.httpListen
+func listenHTTP(addr, listen string, logger *slog.Logger) (net.Listener, error) {
 	switch addr {
 	case "off":
 		return nil, nil
 	case "":
-		a, err := addrBeside(o.listen, 2, "--http-listen")
+		a, err := addrBeside(listen, 2, "--http-listen")
 		if err != nil {
 			logger.Warn("no metrics or health endpoints", "err", err)
 			return nil, nil

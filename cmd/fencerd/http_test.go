@@ -35,7 +35,7 @@ func TestAddrBeside(t *testing.T) {
 
 func TestListenHTTP(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ln, err := listenHTTP(options{httpListen: "off", listen: "127.0.0.1:7379"}, quiet)
+	ln, err := listenHTTP("off", "127.0.0.1:7379", quiet)
 	require.NoError(t, err)
 	assert.Nil(t, ln)
 
@@ -44,13 +44,13 @@ func TestListenHTTP(t *testing.T) {
 	require.NoError(t, err)
 	defer busy.Close()
 	port := busy.Addr().(*net.TCPAddr).Port
-	ln, err = listenHTTP(options{listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port-2))}, quiet)
+	ln, err = listenHTTP("", net.JoinHostPort("127.0.0.1", strconv.Itoa(port-2)), quiet)
 	require.NoError(t, err)
 	assert.Nil(t, ln)
-	_, err = listenHTTP(options{httpListen: busy.Addr().String()}, quiet)
+	_, err = listenHTTP(busy.Addr().String(), "", quiet)
 	assert.ErrorContains(t, err, "--http-listen")
 
-	ln, err = listenHTTP(options{httpListen: "127.0.0.1:0"}, quiet)
+	ln, err = listenHTTP("127.0.0.1:0", "", quiet)
 	require.NoError(t, err)
 	require.NotNil(t, ln)
 	require.NoError(t, ln.Close())

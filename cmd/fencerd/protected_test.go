@@ -25,7 +25,7 @@ func TestProtectedMode(t *testing.T) {
 		{"10.0.0.5:7379", true, withPass, true},
 		{"10.0.0.5:7379", true, redisbridge.Config{Users: []redisbridge.User{redisbridge.NewUser("a", "b", "*")}}, true},
 	} {
-		err := checkProtectedMode(options{listen: tc.listen, protectedMode: tc.protected}, tc.cfg)
+		err := checkProtectedMode(tc.listen, tc.protected, tc.cfg)
 		if tc.ok {
 			assert.NoError(t, err, "%+v", tc)
 		} else {
@@ -39,23 +39,23 @@ func TestProtectedMode(t *testing.T) {
 }
 
 func TestTLSFlags(t *testing.T) {
-	s, err := loadCertStore(options{})
+	s, err := loadCertStore(tlsFlags{})
 	assert.NoError(t, err)
 	assert.Nil(t, s, "no TLS without --tls-cert-file")
 	assert.Nil(t, s.serverConfig())
 	assert.Nil(t, s.dialConfig())
-	_, err = loadCertStore(options{tlsCA: "ca.pem"})
+	_, err = loadCertStore(tlsFlags{ca: "ca.pem"})
 	assert.ErrorContains(t, err, "--tls-ca-cert-file needs --tls-cert-file")
-	_, err = loadCertStore(options{tlsCert: "/nonexistent.pem", tlsKey: "/nonexistent-key.pem"})
+	_, err = loadCertStore(tlsFlags{cert: "/nonexistent.pem", key: "/nonexistent-key.pem"})
 	assert.ErrorContains(t, err, "--tls-cert-file")
 }
 
 func TestRaftTLSFlagNeedsCertificates(t *testing.T) {
-	c, err := raftTLSConfig(options{}, nil)
+	c, err := raftTLSConfig(tlsFlags{}, nil)
 	assert.NoError(t, err)
 	assert.Nil(t, c)
-	_, err = raftTLSConfig(options{raftTLS: true}, nil)
+	_, err = raftTLSConfig(tlsFlags{raft: true}, nil)
 	assert.ErrorContains(t, err, "--raft-tls needs")
-	_, err = raftTLSConfig(options{raftTLS: true}, &certStore{})
+	_, err = raftTLSConfig(tlsFlags{raft: true}, &certStore{})
 	assert.ErrorContains(t, err, "--raft-tls needs", "no --tls-ca-cert-file")
 }

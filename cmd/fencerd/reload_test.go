@@ -86,7 +86,7 @@ func TestReloadClientPort(t *testing.T) {
 	oldCA, newCA := testca.New(t, "old CA"), testca.New(t, "new CA")
 	files := newTLSFiles(t)
 	files.install(t, oldCA)
-	s, err := loadCertStore(options{tlsCert: files.cert, tlsKey: files.key, tlsCA: files.ca, tlsAuthClients: true})
+	s, err := loadCertStore(tlsFlags{cert: files.cert, key: files.key, ca: files.ca, authClients: true})
 	require.NoError(t, err)
 	addr := serveTLS(t, s.serverConfig())
 
@@ -134,7 +134,7 @@ func TestReloadRaft(t *testing.T) {
 	oldCA, newCA := testca.New(t, "old CA"), testca.New(t, "new CA")
 	files := newTLSFiles(t)
 	files.install(t, oldCA)
-	o := options{tlsCert: files.cert, tlsKey: files.key, tlsCA: files.ca, tlsAuthClients: false, raftTLS: true}
+	o := tlsFlags{cert: files.cert, key: files.key, ca: files.ca, authClients: false, raft: true}
 	s, err := loadCertStore(o)
 	require.NoError(t, err)
 	raftCfg, err := raftTLSConfig(o, s)
@@ -182,7 +182,7 @@ func TestSIGHUP(t *testing.T) {
 	ca := testca.New(t, "CA")
 	files := newTLSFiles(t)
 	files.install(t, ca)
-	s, err := loadCertStore(options{tlsCert: files.cert, tlsKey: files.key})
+	s, err := loadCertStore(tlsFlags{cert: files.cert, key: files.key})
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var buf bytes.Buffer

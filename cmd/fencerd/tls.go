@@ -49,14 +49,14 @@ type certSet struct {
 
 // loadCertStore reads the --tls-* files, or returns nil without
 // --tls-cert-file and --tls-key-file.
-func loadCertStore(o options) (*certStore, error) {
-	if o.tlsCert == "" && o.tlsKey == "" {
-		if o.tlsCA != "" {
+func loadCertStore(f tlsFlags) (*certStore, error) {
+	if f.cert == "" && f.key == "" {
+		if f.ca != "" {
 			return nil, errors.New("--tls-ca-cert-file needs --tls-cert-file and --tls-key-file")
 		}
 		return nil, nil
 	}
-	s := &certStore{certFile: o.tlsCert, keyFile: o.tlsKey, caFile: o.tlsCA, authClients: o.tlsAuthClients}
+	s := &certStore{certFile: f.cert, keyFile: f.key, caFile: f.ca, authClients: f.authClients}
 	set, err := s.read()
 	if err != nil {
 		return nil, err
@@ -159,8 +159,8 @@ func (s *certStore) dialConfig() *tls.Config {
 // raftTLSConfig is the Raft transport's mutual TLS config with --raft-tls,
 // used both to accept and to dial: the node's certificate, and the CA both
 // for peers that dial in and for the peers it dials.
-func raftTLSConfig(o options, s *certStore) (*tls.Config, error) {
-	if !o.raftTLS {
+func raftTLSConfig(f tlsFlags, s *certStore) (*tls.Config, error) {
+	if !f.raft {
 		return nil, nil
 	}
 	if s == nil || s.caFile == "" {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/server"
 )
 
 // Binaries built once by TestMain: the real fencerd and the baseline node.
@@ -140,8 +142,10 @@ func TestRaftBaseline(t *testing.T) {
 	if r.Commits == 0 || r.CommitsPerS <= 0 || r.CommitP50 <= 0 || r.CommitP99 < r.CommitP50 {
 		t.Errorf("implausible figures: %+v", r)
 	}
-	// fencerd's settings: fsync on, its LogCache, raft's batching defaults.
-	if r.NoSync || r.LogCache != 512 || r.EntryBytes != 64 || r.MaxAppendEntries != 64 {
+	// fencerd's settings: fsync on, its LogCache and raft.Config.
+	want := server.RaftConfig(server.DefaultConfig())
+	if r.NoSync || r.LogCache != server.RaftLogCacheSize || r.EntryBytes != 64 ||
+		r.MaxAppendEntries != want.MaxAppendEntries || r.BatchApplyCh != want.BatchApplyCh {
 		t.Errorf("settings %+v", r)
 	}
 	c.Stop()

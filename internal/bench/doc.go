@@ -7,8 +7,8 @@
 // fields are exactly peerbench's, with the same safety checks (overlaps,
 // token regressions). StartFencer and StartRaft start real processes on
 // loopback: fencerd clusters, and the bare-raft baseline
-// (internal/cmd/raftbench) that runs on the raft settings ReadServerRaft
-// reads from server/node.go. Procs owns every child process, each in its
+// (internal/cmd/raftbench) that runs on fencerd's raft settings
+// (server.RaftConfig and its neighbours). Procs owns every child process, each in its
 // own process group, and stops them all. Table renders result lines of any
 // source (fencer, peerbench, the baseline) as one Markdown table with the
 // ratios issue 8 asks for.

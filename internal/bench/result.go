@@ -80,7 +80,8 @@ type RaftResult struct {
 	NoSync           bool   `json:"no_sync"`
 	LogStore         string `json:"log_store"`
 	SnapshotThresh   uint64 `json:"snapshot_threshold"`
-	// RaftSet are the raft.Config assignments made to raft.DefaultConfig().
+	// RaftSet are the raft.Config assignments made to fencerd's
+	// (server.RaftConfig), from raftbench's --raft-set and its short forms.
 	RaftSet []string `json:"raft_set,omitempty"`
 
 	Error string `json:"error,omitempty"`

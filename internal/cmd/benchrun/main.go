@@ -49,7 +49,6 @@ type options struct {
 	results     string
 	keep        bool
 	raftArgs    []string
-	serverSrc   string
 }
 
 func main() {
@@ -170,8 +169,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.baseDir, "base-dir", env("BASE_DIR", "/var/tmp"), "where the temp dir goes (not tmpfs); env BASE_DIR")
 	flag.StringVar(&o.results, "results", env("RESULTS", ""), "JSON-lines file (default bin/bench-<UTC time>.jsonl); the table goes beside it as .md; env RESULTS")
 	flag.BoolVar(&o.keep, "keep", env("KEEP_WORK", "0") == "1", "keep the temp dir (logs, data); env KEEP_WORK=1")
-	flag.StringVar(&raftArgs, "raft-args", env("RAFT_ARGS", ""), "extra raftbench flags after the ones read from -server-src, e.g. --max-append-entries=1024; env RAFT_ARGS")
-	flag.StringVar(&o.serverSrc, "server-src", "server", "the server package's source, whose startRaft settings the baseline runs on")
+	flag.StringVar(&raftArgs, "raft-args", env("RAFT_ARGS", ""), "raftbench flags that change fencerd's raft settings for the baseline, e.g. --max-append-entries=1024; env RAFT_ARGS")
 	flag.Parse()
 	var err error
 	if o.duration, err = time.ParseDuration(*dur); err != nil || o.duration <= 0 {
@@ -246,13 +244,10 @@ func runFencer(ctx context.Context, o options, procs *bench.Procs, out *recorder
 }
 
 func runRaft(ctx context.Context, o options, procs *bench.Procs, out *recorder, dir, target string, n int) error {
-	sr, err := bench.ReadServerRaft(o.serverSrc)
-	if err != nil {
-		return fmt.Errorf("the baseline runs on fencerd's raft settings, read from its source (run from the repository root, or set -server-src): %w", err)
-	}
-	args := append(sr.Args(), o.raftArgs...)
-	logf("== %s: starting %d raftbench node(s) in %s with %s", target, n, dir, strings.Join(args, " "))
-	c, err := bench.StartRaft(ctx, procs, filepath.Join(o.binDir, "raftbench"), dir, target, n, args...)
+	// raftbench runs on fencerd's raft settings (server.RaftConfig and
+	// friends, compiled in); RAFT_ARGS changes them.
+	logf("== %s: starting %d raftbench node(s) in %s with %q", target, n, dir, o.raftArgs)
+	c, err := bench.StartRaft(ctx, procs, filepath.Join(o.binDir, "raftbench"), dir, target, n, o.raftArgs...)
 	if c != nil {
 		defer c.Stop()
 	}

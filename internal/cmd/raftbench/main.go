@@ -1,9 +1,9 @@
 // Command raftbench is one node of the bare-raft baseline of `make bench`:
 // hashicorp/raft with the stores and settings fencerd uses (its log store,
-// server.OpenRaftStore, fsync on; a LogCache, the TCP transport, file snapshots; see
-// settings.go: make bench passes the raft.Config settings and LogCache size
-// it reads from server/node.go) and a trivial state machine that counts
-// entries. It shows
+// server.OpenRaftStore, fsync on; server.RaftConfig, a LogCache of
+// server.RaftLogCacheSize, the TCP transport with server.RaftTransportPool
+// and RaftTransportTimeout, file snapshots; see settings.go) and a trivial
+// state machine that counts entries. It shows
 // what raft alone commits on this machine, so that fencer's overhead over
 // it is measured rather than assumed.
 //
@@ -54,7 +54,7 @@ func main() {
 	flag.IntVar(&s.EntryBytes, "entry-bytes", s.EntryBytes, "bytes of each applied entry")
 	flag.IntVar(&s.LogCache, "log-cache", s.LogCache, "raft.NewLogCache size (0: none)")
 	flag.StringVar(&s.LogStore, "log-store", s.LogStore, `log store of a new data directory: "wal" or "bolt" (default: fencerd's, wal)`)
-	flag.Func("raft-set", "set a raft.Config field, Field=value (bool, integer, duration, or cfg.Name for server.DefaultConfig()'s field); repeatable, applied in order after the defaults ("+strings.Join(s.RaftSet, ", ")+")", func(v string) error {
+	flag.Func("raft-set", "set a raft.Config field, Field=value (bool, integer or duration); repeatable, applied in order to fencerd's (server.RaftConfig)", func(v string) error {
 		s.RaftSet = append(s.RaftSet, v)
 		return nil
 	})

@@ -13,15 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// The settings of server/node.go's startRaft that have no flag here; the
-// test fails when startRaft's differ.
-const (
-	// transportPool and transportTimeout are startRaft's
-	// raft.NewTCPTransportWithLogger maxPool and timeout.
-	transportPool    = 3
-	transportTimeout = 10 * time.Second
-)
-
 // settings are what a baseline node runs with; they are printed in its
 // result line.
 type settings struct {
@@ -29,22 +20,20 @@ type settings struct {
 	// LogCache is the raft.NewLogCache size (0: none).
 	LogCache int
 	// RaftSet are raft.Config assignments, "Field=value", applied in order
-	// to raft.DefaultConfig(); a value "cfg.Name" is server.DefaultConfig()'s
-	// field Name (see bench.ServerRaft).
+	// to the node's (server.RaftConfig with server.DefaultConfig()).
 	RaftSet []string
 	// LogStore is the log store kind (server.LogStoreWAL or LogStoreBolt;
 	// empty: fencerd's default for a new data directory).
 	LogStore string
 }
 
-// defaultSettings are fencerd's as committed when this was written; make
-// bench passes the ones it reads from server/node.go instead
-// (bench.ReadServerRaft), so that the baseline follows the tree it measures.
+// defaultSettings are fencerd's: the baseline is built from the tree it
+// measures, so it runs on that tree's server.RaftConfig and
+// server.RaftLogCacheSize.
 func defaultSettings() settings {
 	return settings{
 		EntryBytes: 64, // about one of fencer's acquire entries
-		LogCache:   512,
-		RaftSet:    []string{"SnapshotThreshold=cfg.SnapshotThreshold", "SnapshotInterval=cfg.SnapshotInterval"},
+		LogCache:   server.RaftLogCacheSize,
 	}
 }
 
@@ -67,7 +56,7 @@ func (s settings) effectiveRaftSet() []string {
 
 // raftConfig builds the node's raft.Config from s.
 func (s settings) raftConfig(id string) (*raft.Config, error) {
-	rc := raft.DefaultConfig()
+	rc := server.RaftConfig(server.DefaultConfig())
 	rc.LocalID = raft.ServerID(id)
 	for _, a := range s.RaftSet {
 		field, value, ok := strings.Cut(a, "=")
@@ -84,20 +73,11 @@ func (s settings) raftConfig(id string) (*raft.Config, error) {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
-// setField sets rc's field to value: a bool, an integer, a duration, or
-// "cfg.Name" for server.DefaultConfig()'s field Name.
+// setField sets rc's field to value: a bool, an integer or a duration.
 func setField(rc *raft.Config, field, value string) error {
 	f := reflect.ValueOf(rc).Elem().FieldByName(field)
 	if !f.IsValid() || !f.CanSet() {
 		return fmt.Errorf("raft.Config has no field %s", field)
-	}
-	if name, ok := strings.CutPrefix(value, "cfg."); ok {
-		v := reflect.ValueOf(server.DefaultConfig()).FieldByName(name)
-		if !v.IsValid() || !v.Type().AssignableTo(f.Type()) {
-			return fmt.Errorf("server.Config has no field %s of raft.Config.%s's type %s", name, field, f.Type())
-		}
-		f.Set(v)
-		return nil
 	}
 	switch {
 	case f.Type() == durationType:
@@ -176,7 +156,7 @@ func open(id, dir, addr string, voters []raft.Server, s settings) (*node, error)
 		store.Close()
 		return nil, err
 	}
-	trans, err := raft.NewTCPTransportWithLogger(addr, nil, transportPool, transportTimeout, rc.Logger.Named("transport"))
+	trans, err := raft.NewTCPTransportWithLogger(addr, nil, server.RaftTransportPool, server.RaftTransportTimeout, rc.Logger.Named("transport"))
 	if err != nil {
 		store.Close()
 		return nil, err

@@ -1,49 +1,29 @@
 package main
 
 import (
-	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fencerlock/fencer/internal/bench"
 	"github.com/fencerlock/fencer/server"
 	"github.com/hashicorp/raft"
 )
 
-// TestServerSettingsApply reads server/node.go's startRaft as make bench
-// does and checks that the baseline can run on exactly those settings.
-// When it fails, startRaft does something the baseline cannot mirror yet:
-// teach bench.ReadServerRaft, setField or open about it.
-func TestServerSettingsApply(t *testing.T) {
-	sr, err := bench.ReadServerRaft(filepath.Join("..", "..", "..", "server"))
+// TestBaselineRunsTheNodesSettings checks that a baseline node without
+// flags runs on the raft.Config a fencerd node does.
+func TestBaselineRunsTheNodesSettings(t *testing.T) {
+	rc, err := defaultSettings().raftConfig("n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sr.NoSync {
-		t.Error("startRaft opens its store with NoSync; the baseline always syncs")
+	want := server.RaftConfig(server.DefaultConfig())
+	want.LocalID, want.Logger = rc.LocalID, rc.Logger
+	if !reflect.DeepEqual(rc, want) {
+		t.Errorf("baseline raft.Config\n%+v\nwant the node's\n%+v", rc, want)
 	}
-	if sr.TransportPool != transportPool || sr.TransportTimeout != transportTimeout {
-		t.Errorf("startRaft's transport has pool %d, timeout %v; the baseline's %d, %v",
-			sr.TransportPool, sr.TransportTimeout, transportPool, transportTimeout)
-	}
-	if sr.LogCache <= 0 {
-		t.Errorf("LogCache %d", sr.LogCache)
-	}
-	s := settings{EntryBytes: 64, LogCache: sr.LogCache, RaftSet: sr.Config}
-	rc, err := s.raftConfig("n1")
-	if err != nil {
-		t.Fatalf("startRaft's settings %q: %v", sr.Config, err)
-	}
-	if rc.SnapshotThreshold != server.DefaultConfig().SnapshotThreshold {
-		t.Errorf("SnapshotThreshold %d, want server.DefaultConfig()'s", rc.SnapshotThreshold)
-	}
-	// The standalone defaults name what startRaft had when this was written.
-	for _, a := range defaultSettings().RaftSet {
-		if !slices.Contains(sr.Config, a) {
-			t.Errorf("startRaft no longer sets %s (it sets %q)", a, sr.Config)
-		}
+	if s := defaultSettings(); s.LogCache != server.RaftLogCacheSize {
+		t.Errorf("LogCache %d, want server.RaftLogCacheSize %d", s.LogCache, server.RaftLogCacheSize)
 	}
 }
 
@@ -55,9 +35,7 @@ func TestSetField(t *testing.T) {
 		{"BatchApplyCh=true", func(rc *raft.Config) bool { return rc.BatchApplyCh }},
 		{"MaxAppendEntries=128", func(rc *raft.Config) bool { return rc.MaxAppendEntries == 128 }},
 		{"CommitTimeout=5ms", func(rc *raft.Config) bool { return rc.CommitTimeout == 5*time.Millisecond }},
-		{"SnapshotThreshold=cfg.SnapshotThreshold", func(rc *raft.Config) bool {
-			return rc.SnapshotThreshold == server.DefaultConfig().SnapshotThreshold
-		}},
+		{"SnapshotThreshold=100", func(rc *raft.Config) bool { return rc.SnapshotThreshold == 100 }},
 	}
 	for _, tt := range ok {
 		rc, err := settings{RaftSet: []string{tt.set}}.raftConfig("n1")
