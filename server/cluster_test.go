@@ -15,7 +15,7 @@ import (
 )
 
 // cluster is an in-process cluster on raft's in-memory transport, with real
-// bolt stores in temp dirs.
+// raft-wal stores in temp dirs.
 type cluster struct {
 	t     *testing.T
 	nodes []*Node

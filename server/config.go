@@ -15,7 +15,7 @@ import (
 
 // Config configures a Node. Start from DefaultConfig and change what you need;
 // Validate names every field that is wrong. A field whose zero value means
-// something says so (an empty LogStore is raft-wal); any other field left
+// something says so (an empty ID, say); any other field left
 // at zero is reported, not replaced by its default.
 type Config struct {
 	// ID is the node's Raft server ID. Empty means: the ID saved in DataDir,
@@ -42,11 +42,6 @@ type Config struct {
 	// stops Open. fencerd asks the cluster's leader whether the ID is still
 	// a member (a member whose state was lost must be removed first).
 	CheckJoin func(id string) error
-	// LogStore is the Raft log store of a new data directory: LogStoreWAL
-	// (raft-wal, the default when empty) or LogStoreBolt (raft-boltdb). A
-	// directory that already has a store keeps using it; naming the other
-	// kind for it is an error.
-	LogStore string
 	// Transport, if set, replaces the TCP transport on RaftAddr; tests use
 	// raft's in-memory transport. The node closes it if it is io.Closer.
 	Transport raft.Transport
@@ -191,9 +186,7 @@ func (c *Config) Validate() error {
 	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		bad("ClientAddr", "%q is not an address others can dial", c.ClientAddr)
 	}
-	if c.LogStore != "" && c.LogStore != LogStoreWAL && c.LogStore != LogStoreBolt {
-		bad("LogStore", "%q is not %q or %q", c.LogStore, LogStoreWAL, LogStoreBolt)
-	}
+
 	if c.Transport != nil {
 		return errors.Join(errs...)
 	}

@@ -1,9 +1,8 @@
 // Package server runs one fencer node: it owns Raft (hashicorp/raft with its
-// default timeouts, a log store that fsyncs every append (raft-wal, or
-// raft-boltdb for old data dirs; see store.go), a file snapshot store, TCP
-// transport), the lock table, the leader's lease timers and its wait queues,
-// and exposes them as a Go API with a context first on every call. It knows
-// nothing of RESP.
+// default timeouts, a log store that fsyncs every append (raft-wal; see
+// store.go), a file snapshot store, TCP transport), the lock table, the
+// leader's lease timers and its wait queues, and exposes them as a Go API
+// with a context first on every call. It knows nothing of RESP.
 //
 // # Invariants kept here
 //

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fencerlock/fencer/internal/atomicfile"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // What a node writes survives a power cut only once it is fsynced, and a
@@ -93,14 +92,6 @@ func hasRaftData(dir string) (bool, error) {
 		return false, fmt.Errorf("server: data dir %s: %w", dir, err)
 	}
 	return len(entries) > 0, nil
-}
-
-// storeName is the log and stable store's name in the data directory.
-func storeName(dataDir string) string {
-	if _, err := os.Stat(filepath.Join(dataDir, boltFile)); err == nil {
-		return boltFile
-	}
-	return walDir
 }
 
 // durableSnapshots is raft's file snapshot store with each new snapshot's
@@ -196,7 +187,7 @@ func checkRecoverable(dataDir string, logs raft.LogStore, stable raft.StableStor
 	// smaller saved term means the store that holds it (with the vote) was
 	// lost or replaced while the rest stayed.
 	term, err := stable.GetUint64([]byte("CurrentTerm"))
-	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
+	if err != nil {
 		return fmt.Errorf("server: reading the raft term: %w", err)
 	}
 	top := snapTerm
@@ -208,7 +199,7 @@ func checkRecoverable(dataDir string, logs raft.LogStore, stable raft.StableStor
 		top = max(top, l.Term)
 	}
 	if term < top {
-		return damaged(filepath.Join(dataDir, storeName(dataDir)), "the saved term %d is below term %d of the log or snapshot: the store of the term and vote was lost or replaced", term, top)
+		return damaged(filepath.Join(dataDir, walDir), "the saved term %d is below term %d of the log or snapshot: the store of the term and vote was lost or replaced", term, top)
 	}
 	if last > snapIndex && first > snapIndex+1 {
 		what := fmt.Sprintf("no snapshot, and the raft log begins at index %d", first)

@@ -66,6 +66,10 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseBolt(cfg.DataDir); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
 	id, err := nodeID(cfg.DataDir, cfg.ID)
 	if err != nil {
 		_ = lock.Close()
@@ -146,11 +150,7 @@ func (n *Node) startRaft() error {
 		Output: os.Stderr,
 	})
 
-	kind, err := StoreKind(cfg.DataDir, cfg.LogStore)
-	if err != nil {
-		return err
-	}
-	store, err := OpenRaftStore(cfg.DataDir, kind)
+	store, err := OpenRaftStore(cfg.DataDir)
 	if err != nil {
 		return err
 	}

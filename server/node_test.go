@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// openNode starts a real single node (bolt store with fsync, TCP transport on
+// openNode starts a real single node (raft-wal with fsync, TCP transport on
 // loopback) in dir and waits until it is a ready leader.
 func openNode(t testing.TB, dir string, mod ...func(*Config)) *Node {
 	t.Helper()

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// BenchmarkMillionLocks fills one real node (bolt with fsync, default
+// BenchmarkMillionLocks fills one real node (raft-wal with fsync, default
 // snapshot settings) with a million held locks, then reports the process's
 // resident memory, the time of a snapshot, and the time a restart takes
 // until the node leads again with every lock. Run it once:

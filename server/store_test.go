@@ -1,7 +1,6 @@
 package server
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/bbolt"
 )
 
 // A new data directory gets the WAL log store.
@@ -17,64 +17,43 @@ func TestNewDataDirUsesWAL(t *testing.T) {
 	n := openNode(t, dir)
 	mustAcquire(t, n, "k", "o", time.Minute)
 	assert.DirExists(t, filepath.Join(dir, walDir))
-	assert.NoFileExists(t, filepath.Join(dir, boltFile))
 }
 
-// A data directory with a bolt store (fencer's store before raft-wal) goes
-// on using it, with its locks and tokens; it is not converted.
-func TestBoltDataDirKeepsItsStore(t *testing.T) {
+// A data directory with a raft-boltdb store (raft.db, from a development
+// build) is refused with a message that says what to do, and left as it
+// was: no WAL is started beside it.
+func TestBoltDataDirIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	n := openNode(t, dir, func(c *Config) { c.LogStore = LogStoreBolt })
-	g := mustAcquire(t, n, "k", "o", time.Hour)
-	require.NoError(t, n.Close())
-	require.FileExists(t, filepath.Join(dir, boltFile))
-
-	n = openNode(t, dir) // LogStore left empty: whatever the directory has
-	st, held, err := n.Status(ctxT(t), "k")
+	db, err := bbolt.Open(filepath.Join(dir, boltFile), 0o600, nil)
 	require.NoError(t, err)
-	require.True(t, held)
-	assert.Equal(t, g.Token, st.Token)
-	assert.Greater(t, mustAcquire(t, n, "k2", "o", time.Minute).Token, g.Token)
-	require.NoError(t, n.Close())
-	assert.NoDirExists(t, filepath.Join(dir, walDir), "not converted")
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucket([]byte("logs"))
+		return err
+	}))
+	require.NoError(t, db.Close())
 
 	cfg := DefaultConfig()
-	cfg.DataDir, cfg.RaftAddr, cfg.LogStore = dir, "127.0.0.1:0", LogStoreWAL
+	cfg.DataDir, cfg.RaftAddr = dir, "127.0.0.1:0"
 	_, err = Open(cfg)
-	assert.ErrorContains(t, err, "holds a bolt log store, not wal")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "holds a raft-boltdb log store (raft.db)")
+	assert.ErrorContains(t, err, "fencer snapshot save")
+	assert.NoDirExists(t, filepath.Join(dir, walDir), "nothing started beside it")
+	_, err = OpenRaftStore(dir)
+	assert.ErrorContains(t, err, "raft-boltdb")
 }
 
 // A second node on the same data directory stops at once with
-// ErrDataDirInUse, whichever store it has.
+// ErrDataDirInUse.
 func TestDataDirInUse(t *testing.T) {
-	for _, kind := range []string{LogStoreWAL, LogStoreBolt} {
-		t.Run(kind, func(t *testing.T) {
-			dir := t.TempDir()
-			openNode(t, dir, func(c *Config) { c.LogStore = kind })
-			cfg := DefaultConfig()
-			cfg.DataDir, cfg.RaftAddr = dir, "127.0.0.1:0"
-			start := time.Now()
-			_, err := Open(cfg)
-			assert.ErrorIs(t, err, ErrDataDirInUse)
-			assert.Less(t, time.Since(start), 2*time.Second)
-		})
-	}
-}
-
-func TestStoreKind(t *testing.T) {
 	dir := t.TempDir()
-	k, err := StoreKind(dir, "")
-	require.NoError(t, err)
-	assert.Equal(t, LogStoreWAL, k)
-	k, err = StoreKind(dir, LogStoreBolt)
-	require.NoError(t, err)
-	assert.Equal(t, LogStoreBolt, k)
-	_, err = StoreKind(dir, "leveldb")
-	assert.ErrorIs(t, err, ErrInvalidArgument)
-	require.NoError(t, os.Mkdir(filepath.Join(dir, walDir), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, boltFile), nil, 0o600))
-	_, err = StoreKind(dir, "")
-	assert.ErrorContains(t, err, "has both")
+	openNode(t, dir)
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RaftAddr = dir, "127.0.0.1:0"
+	start := time.Now()
+	_, err := Open(cfg)
+	assert.ErrorIs(t, err, ErrDataDirInUse)
+	assert.Less(t, time.Since(start), 2*time.Second)
 }
 
 // A follower cuts a conflicting log tail (DeleteRange of a suffix) after a
@@ -83,7 +62,7 @@ func TestStoreKind(t *testing.T) {
 // Raft panics at start); v0.4.1 fixed it.
 func TestWALReadsAfterTailTruncationAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenRaftStore(dir, LogStoreWAL)
+	s, err := OpenRaftStore(dir)
 	require.NoError(t, err)
 	var logs []*raft.Log
 	for i := uint64(1); i <= 10; i++ {
@@ -94,7 +73,7 @@ func TestWALReadsAfterTailTruncationAndRestart(t *testing.T) {
 	require.NoError(t, s.StoreLog(&raft.Log{Index: 9, Term: 2, Type: raft.LogCommand, Data: []byte("new")}))
 	require.NoError(t, s.Close())
 
-	s, err = OpenRaftStore(dir, LogStoreWAL)
+	s, err = OpenRaftStore(dir)
 	require.NoError(t, err)
 	defer s.Close()
 	var l raft.Log

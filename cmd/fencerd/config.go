@@ -59,7 +59,6 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.StringSliceVar(&c.join, "join", c.join, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
 	f.StringVar(&n.RaftAddr, "raft-listen", n.RaftAddr, "Raft address (default: the --listen host, port + 1)")
 	f.BoolVar(&c.pprof, "pprof", c.pprof, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (for performance work; keep that port private)")
-	f.StringVar(&n.LogStore, "log-store", n.LogStore, `Raft log store of a new data dir: "wal" (raft-wal, one fsync per batch; the default) or "bolt" (raft-boltdb, two); a data dir keeps the store it has, and naming the other is an error`)
 	f.StringVar(&c.httpListen, "http-listen", c.httpListen, `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
 	f.StringVar(&c.restore, "restore", c.restore, "seed a new one-node cluster from a file written by 'fencer snapshot save' (needs an empty --data-dir; see docs/operations.md)")
 	f.StringVar(&n.RaftAdvertise, "raft-advertise", n.RaftAdvertise, "Raft address other nodes dial (default: --raft-listen)")
@@ -142,7 +141,7 @@ func (c *config) derive(logger *slog.Logger) (*certStore, error) {
 // can name (of server.Config, redisbridge.Config, or fencerd's own checks).
 var flagOf = map[string]string{
 	"ID": "--id", "DataDir": "--data-dir", "ClientAddr": "--advertise",
-	"RaftAddr": "--raft-listen", "RaftAdvertise": "--raft-advertise", "LogStore": "--log-store",
+	"RaftAddr": "--raft-listen", "RaftAdvertise": "--raft-advertise",
 	"MinTTL": "--min-ttl", "MaxTTL": "--max-ttl", "MaxWait": "--max-wait",
 	"MaxLocks": "--max-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",
 	"MaxBatch": "--max-batch", "Quotas": "--users", "SnapshotThreshold": "--snapshot-threshold",

@@ -188,26 +188,22 @@ func readChild(path string) {
 }
 
 // TestRaftStoreRoundTrip stores entries and stable values through
-// fencer's log stores, cuts the power, and finds them all. The stores run
-// in a child process, as fencerd does: bbolt maps its file into memory, and
-// a process that faults in pages of a FUSE file it serves itself can
-// deadlock in the kernel.
+// fencer's log store, cuts the power, and finds them all. The store runs in
+// a child process, as fencerd does: bbolt (raft-wal's meta store) maps its
+// file into memory, and a process that faults in pages of a FUSE file it
+// serves itself can deadlock in the kernel.
 func TestRaftStoreRoundTrip(t *testing.T) {
-	for _, kind := range []string{server.LogStoreWAL, server.LogStoreBolt} {
-		t.Run(kind, func(t *testing.T) {
-			f, dir := mountDataDir(t)
-			var last uint64
-			// The first round only votes: a node's term and vote must
-			// survive before its log holds anything.
-			for round, n := range []uint64{0, 70, 70} {
-				runStoreChild(t, "write", kind, dir, round, last+1, last+n, true)
-				last += n
-				start := time.Now()
-				cut(t, f)
-				t.Logf("power cut took %v", time.Since(start))
-				runStoreChild(t, "check", kind, dir, round, 1, last, true)
-			}
-		})
+	f, dir := mountDataDir(t)
+	var last uint64
+	// The first round only votes: a node's term and vote must survive
+	// before its log holds anything.
+	for round, n := range []uint64{0, 70, 70} {
+		runStoreChild(t, "write", dir, round, last+1, last+n, true)
+		last += n
+		start := time.Now()
+		cut(t, f)
+		t.Logf("power cut took %v", time.Since(start))
+		runStoreChild(t, "check", dir, round, 1, last, true)
 	}
 }
 
@@ -221,12 +217,12 @@ func TestRaftStoreRoundTrip(t *testing.T) {
 // entries stay.
 func TestRaftWALRecoveredTail(t *testing.T) {
 	f, dir := mountDataDir(t)
-	runStoreChild(t, "write", server.LogStoreWAL, dir, 0, 1, 0, false)  // a new node: no entries yet
-	cut(t, f)                                                           // the tail segment's name may go
-	runStoreChild(t, "check", server.LogStoreWAL, dir, 0, 1, 0, false)  // open again, append nothing
-	runStoreChild(t, "write", server.LogStoreWAL, dir, 1, 1, 70, false) // append and fsync 70 entries
+	runStoreChild(t, "write", dir, 0, 1, 0, false)  // a new node: no entries yet
+	cut(t, f)                                       // the tail segment's name may go
+	runStoreChild(t, "check", dir, 0, 1, 0, false)  // open again, append nothing
+	runStoreChild(t, "write", dir, 1, 1, 70, false) // append and fsync 70 entries
 	cut(t, f)
-	runStoreChild(t, "check", server.LogStoreWAL, dir, 1, 1, 70, false) // all there
+	runStoreChild(t, "check", dir, 1, 1, 70, false) // all there
 }
 
 // mountDataDir mounts a lazy file system with a durable data directory
@@ -243,15 +239,15 @@ func mountDataDir(t *testing.T) (*FS, string) {
 }
 
 // runStoreChild runs storeChild in a new process of this test binary.
-func runStoreChild(t *testing.T, op, kind, dir string, round int, from, to uint64, syncWAL bool) {
+func runStoreChild(t *testing.T, op, dir string, round int, from, to uint64, syncWAL bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d %d %d %t", storeChildEnv, op, kind, dir, round, from, to, syncWAL))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %d %d %t", storeChildEnv, op, dir, round, from, to, syncWAL))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s %s..%d in round %d: %v\n%s", op, kind, to, round, err, out)
+		t.Fatalf("%s ..%d in round %d: %v\n%s", op, to, round, err, out)
 	}
 }
 
@@ -281,14 +277,14 @@ func TestMain(m *testing.M) {
 // the stable values of round, or checks that the log holds exactly entries
 // from..to and the values of round.
 func storeChild(args string) (err error) {
-	var op, kind, dir string
+	var op, dir string
 	var round int
 	var from, to uint64
 	var syncWAL bool
-	if _, err := fmt.Sscan(args, &op, &kind, &dir, &round, &from, &to, &syncWAL); err != nil {
+	if _, err := fmt.Sscan(args, &op, &dir, &round, &from, &to, &syncWAL); err != nil {
 		return fmt.Errorf("child arguments %q: %w", args, err)
 	}
-	s, err := server.OpenRaftStore(dir, kind)
+	s, err := server.OpenRaftStore(dir)
 	if err != nil {
 		return err
 	}
@@ -299,7 +295,7 @@ func storeChild(args string) (err error) {
 	}()
 	// As server's node does once its stores are open.
 	dirs := []string{dir}
-	if syncWAL && kind == server.LogStoreWAL {
+	if syncWAL {
 		dirs = append(dirs, filepath.Join(dir, "wal"))
 	}
 	for _, dir := range dirs {

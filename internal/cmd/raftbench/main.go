@@ -53,7 +53,6 @@ func main() {
 	flag.StringVar(&peers, "peers", "", "every voter as id=addr,id=addr,... (this node included)")
 	flag.IntVar(&s.EntryBytes, "entry-bytes", s.EntryBytes, "bytes of each applied entry")
 	flag.IntVar(&s.LogCache, "log-cache", s.LogCache, "raft.NewLogCache size (0: none)")
-	flag.StringVar(&s.LogStore, "log-store", s.LogStore, `log store of a new data directory: "wal" or "bolt" (default: fencerd's, wal)`)
 	flag.Func("raft-set", "set a raft.Config field, Field=value (bool, integer or duration); repeatable, applied in order to fencerd's (server.RaftConfig)", func(v string) error {
 		s.RaftSet = append(s.RaftSet, v)
 		return nil
@@ -173,7 +172,7 @@ func (n *node) run(ctx context.Context, target string, clients int, warmup, dur 
 	s := n.settings
 	res := bench.RaftResult{Target: target, Workload: "commits", Clients: clients, Nodes: n.voters,
 		Load1: bench.Load1(), EntryBytes: s.EntryBytes, BatchApplyCh: n.config.BatchApplyCh,
-		MaxAppendEntries: n.config.MaxAppendEntries, LogCache: s.LogCache, LogStore: n.kind,
+		MaxAppendEntries: n.config.MaxAppendEntries, LogCache: s.LogCache, LogStore: "wal",
 		SnapshotThresh: n.config.SnapshotThreshold, RaftSet: s.effectiveRaftSet()}
 	if n.raft.State() != raft.Leader {
 		res.Error = "not the leader"

@@ -22,9 +22,6 @@ type settings struct {
 	// RaftSet are raft.Config assignments, "Field=value", applied in order
 	// to the node's (server.RaftConfig with server.DefaultConfig()).
 	RaftSet []string
-	// LogStore is the log store kind (server.LogStoreWAL or LogStoreBolt;
-	// empty: fencerd's default for a new data directory).
-	LogStore string
 }
 
 // defaultSettings are fencerd's: the baseline is built from the tree it
@@ -114,7 +111,6 @@ func setField(rc *raft.Config, field, value string) error {
 type node struct {
 	raft     *raft.Raft
 	store    server.RaftStore
-	kind     string
 	trans    *raft.NetworkTransport
 	settings settings
 	config   *raft.Config
@@ -135,15 +131,11 @@ func open(id, dir, addr string, voters []raft.Server, s settings) (*node, error)
 		return nil, err
 	}
 	// The store fencerd opens, the same way (every append fsynced).
-	kind, err := server.StoreKind(dir, s.LogStore)
-	if err != nil {
-		return nil, err
-	}
-	store, err := server.OpenRaftStore(dir, kind)
+	store, err := server.OpenRaftStore(dir)
 	if err != nil {
 		return nil, fmt.Errorf("opening raft store: %w", err)
 	}
-	n := &node{store: store, kind: kind, settings: s, config: rc, voters: len(voters)}
+	n := &node{store: store, settings: s, config: rc, voters: len(voters)}
 	var logs raft.LogStore = store
 	if s.LogCache > 0 {
 		if logs, err = raft.NewLogCache(s.LogCache, store); err != nil {
