@@ -23,7 +23,10 @@ type cluster struct {
 	dirs  []string
 }
 
-func newCluster(t *testing.T, size int) *cluster {
+// unjoinedCluster connects size in-memory transports and makes their data
+// directories, without opening any node: the test opens them (c.open) and
+// joins them when it wants.
+func unjoinedCluster(t *testing.T, size int) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	for i := 0; i < size; i++ {
@@ -38,6 +41,14 @@ func newCluster(t *testing.T, size int) *cluster {
 			}
 		}
 	}
+	return c
+}
+
+// newCluster opens size nodes on in-memory transports and joins them into
+// one cluster.
+func newCluster(t *testing.T, size int) *cluster {
+	t.Helper()
+	c := unjoinedCluster(t, size)
 	for i := 0; i < size; i++ {
 		c.nodes = append(c.nodes, c.open(i))
 	}

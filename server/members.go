@@ -75,15 +75,12 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 			return invalid("address %q: %v", a, err)
 		}
 	}
-	if err := n.waitReady(ctx); err != nil {
+	conf, err := n.leaderConfiguration(ctx)
+	if err != nil {
 		return err
 	}
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return n.translate(err)
-	}
 	present := false
-	for _, s := range f.Configuration().Servers {
+	for _, s := range conf.Servers {
 		if s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(raftAddr) && s.Suffrage == raft.Voter {
 			present = true
 		}
@@ -106,17 +103,27 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 	return nil
 }
 
-// Remove takes a member out of the cluster. It runs on the leader.
-func (n *Node) Remove(ctx context.Context, id string) error {
+// leaderConfiguration waits until this node is a ready leader and returns
+// its latest Raft configuration, for a change to it.
+func (n *Node) leaderConfiguration(ctx context.Context) (raft.Configuration, error) {
 	if err := n.waitReady(ctx); err != nil {
-		return err
+		return raft.Configuration{}, err
 	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return n.translate(err)
+		return raft.Configuration{}, n.translate(err)
+	}
+	return f.Configuration(), nil
+}
+
+// Remove takes a member out of the cluster. It runs on the leader.
+func (n *Node) Remove(ctx context.Context, id string) error {
+	conf, err := n.leaderConfiguration(ctx)
+	if err != nil {
+		return err
 	}
 	found := false
-	for _, s := range f.Configuration().Servers {
+	for _, s := range conf.Servers {
 		found = found || s.ID == raft.ServerID(id)
 	}
 	if !found {

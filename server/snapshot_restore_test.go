@@ -2,11 +2,9 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -130,25 +128,4 @@ func TestRestoredTableReachesJoinersAndSurvivesHandoff(t *testing.T) {
 	assert.Equal(t, held.Token, mustStatus(t, next, "held").Token)
 	g := mustAcquire(t, next, "fresh", "w", time.Minute)
 	assert.Greater(t, g.Token, info.MaxToken)
-}
-
-// unjoinedCluster connects size in-memory transports and makes their data
-// directories, without opening any node: the test opens them (c.open) and
-// joins them when it wants.
-func unjoinedCluster(t *testing.T, size int) *cluster {
-	t.Helper()
-	c := &cluster{t: t}
-	for i := 0; i < size; i++ {
-		_, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("127.0.0.3:%d", 19000+i)))
-		c.trans = append(c.trans, tr)
-		c.dirs = append(c.dirs, t.TempDir())
-	}
-	for i, a := range c.trans {
-		for j, b := range c.trans {
-			if i != j {
-				a.Connect(b.LocalAddr(), b)
-			}
-		}
-	}
-	return c
 }
