@@ -90,12 +90,6 @@ type Session struct {
 	Allowed func(key string) bool
 }
 
-// Has reports whether the engine serves the command named name (lower case).
-func Has(name string) bool {
-	_, ok := commands[name]
-	return ok
-}
-
 // KeysOf returns the keys a command's arguments name, for access control
 // and for clients that ask COMMAND; for EVAL and its kin, KEYS.
 func KeysOf(args [][]byte) []string {
@@ -472,10 +466,6 @@ func (e *Engine) Script(sha string) (string, bool) {
 	}
 	return c.body, true
 }
-
-// Cache remembers body as EVAL does, so that a later EVALSHA of it on this
-// node works even if the script ran elsewhere (the leader).
-func (e *Engine) Cache(body string) { _, _ = e.scripts.load(body) }
 
 func init() {
 	register(

@@ -45,15 +45,6 @@ type (
 	Bool bool
 )
 
-// Code returns an error reply's code, its first word.
-func (e Error) Code() string {
-	s := string(e)
-	if i := strings.IndexByte(s, ' '); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
 // Common error replies, in Redis's words.
 const (
 	errSyntax      = Error("ERR syntax error")
