@@ -45,6 +45,16 @@ type (
 	Bool bool
 )
 
+// null is the null reply: the null array if array, else the null bulk
+// string (LPOP and ZRANK answer the former when given a count or
+// WITHSCORE).
+func null(array bool) Reply {
+	if array {
+		return NilArray{}
+	}
+	return Nil{}
+}
+
 // Common error replies, in Redis's words.
 const (
 	errSyntax      = Error("ERR syntax error")
