@@ -1,9 +1,10 @@
-# fencer's build and test targets. `make test` is the one command CI runs.
+# fencer's build and test targets. `make check` is the one command a new
+# user and CI run: `make test` once the machine has what the tests need.
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build test integ bench gobench lint fuzz fuzz-short clean soak
+.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak
 
 all: build
 
@@ -16,6 +17,13 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+
+# check: install the Debian packages the tests need when it can (root with
+# apt-get), else say which to install and stop (scripts/deps.sh holds the
+# list); then make test.
+check:
+	GO="$(GO)" scripts/deps.sh
+	$(MAKE) test
 
 # test: lint, then every test (unit, in-process, integration) with -race,
 # then the server's fault-point tests, which need -tags fencer_faults.

@@ -313,21 +313,8 @@ func JoinEntries(dst []byte, entries [][]byte) []byte {
 	return dst
 }
 
-// EncodeEntry appends the entry that holds cmds (JoinEntries of their Encode
-// forms).
-func EncodeEntry(dst []byte, cmds []Command) []byte {
-	if len(cmds) == 1 {
-		return cmds[0].Encode(dst)
-	}
-	entries := make([][]byte, len(cmds))
-	for i, c := range cmds {
-		entries[i] = c.Encode(nil)
-	}
-	return JoinEntries(dst, entries)
-}
-
-// DecodeEntry parses an entry written by Encode, JoinEntries or EncodeEntry
-// into its commands. A batch must hold at least two commands, each valid as
+// DecodeEntry parses an entry written by Encode or JoinEntries into its
+// commands. A batch must hold at least two commands, each valid as
 // Decode has it, with nothing after the last: so the same commands have
 // exactly one encoding.
 func DecodeEntry(b []byte) ([]Command, error) {

@@ -195,9 +195,6 @@ func (d *Draft) Apply(c Command) (*Result, error) {
 // Commands returns the commands applied so far, in order.
 func (d *Draft) Commands() []Command { return d.cmds }
 
-// Results returns the outcomes the draft saw, one per command, in order.
-func (d *Draft) Results() []*Result { return d.results }
-
 // Txn returns the transaction: every key read as a guard, and the commands.
 // It reports false if no command was applied.
 func (d *Draft) Txn() (Command, bool) {

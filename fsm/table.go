@@ -241,14 +241,6 @@ func (t *Table) ApplyCommand(index uint64, c Command) *Result {
 	return t.apply(index, &c)
 }
 
-// ApplyBatch applies already decoded commands as one entry at index, as Apply
-// does a batch entry.
-func (t *Table) ApplyBatch(index uint64, cmds []Command) []*Result {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.applyBatch(index, cmds)
-}
-
 func (t *Table) applyBatch(index uint64, cmds []Command) []*Result {
 	t.advance(index)
 	out := make([]*Result, len(cmds))
@@ -479,20 +471,6 @@ func (t *Table) scan(pattern string) Scan {
 		}
 	}
 	return sc
-}
-
-// ScanKeys returns the keys matching pattern (a Redis glob), whatever their
-// TTLs, in no particular order.
-func (t *Table) ScanKeys(pattern string) []string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	var keys []string
-	for k := range t.locks {
-		if match.Match(k, pattern) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
 }
 
 // keyDigest hashes a key (FNV-1a, 64 bits); a scan's digest is the XOR of

@@ -28,7 +28,6 @@ type Locker interface {
 	// server.Node.Update).
 	Update(ctx context.Context, keys []string, fn func(tx *server.Tx) error) error
 	Status(ctx context.Context, key string) (server.Status, bool, error)
-	Check(ctx context.Context, key string, token uint64) (bool, error)
 	ID() string
 	Leader() (id, clientAddr string)
 	Members(ctx context.Context) ([]server.Member, error)

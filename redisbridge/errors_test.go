@@ -30,8 +30,7 @@ func (f faultyLocker) Revoke(context.Context, string) (bool, error)          { r
 func (f faultyLocker) Status(context.Context, string) (server.Status, bool, error) {
 	return server.Status{}, false, f.err
 }
-func (f faultyLocker) Check(context.Context, string, uint64) (bool, error) { return false, f.err }
-func (f faultyLocker) Leader() (string, string)                            { return "", "" }
+func (f faultyLocker) Leader() (string, string) { return "", "" }
 
 // serveLocker serves a bridge over l on a loopback port until the test ends
 // and returns a client of it.

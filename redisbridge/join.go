@@ -21,18 +21,12 @@ const (
 	membersTimeout = 2 * time.Second
 )
 
-// JoinCluster asks the cluster reachable at any of addrs (client addresses
-// of existing members) to add this node, with FENCE.JOIN, until one accepts
-// or ctx ends. Any member will do: a follower forwards the join to the
-// leader. Joining is idempotent, so retrying after an unknown outcome is
-// safe.
-func JoinCluster(ctx context.Context, addrs []string, id, raftAddr, clientAddr string, log *slog.Logger) error {
-	return JoinClusterAs(ctx, addrs, id, raftAddr, clientAddr, "", "", nil, log)
-}
-
-// JoinClusterAs is JoinCluster on a cluster that requires authentication:
-// it authenticates as user (a user with pattern "*") first. An empty user
-// sends no AUTH. A non-nil tlsCfg connects over TLS.
+// JoinClusterAs asks the cluster reachable at any of addrs (client
+// addresses of existing members) to add this node, with FENCE.JOIN, until
+// one accepts or ctx ends. Any member will do: a follower forwards the join
+// to the leader. Joining is idempotent, so retrying after an unknown outcome
+// is safe. It authenticates as user (a user with pattern "*") first; an
+// empty user sends no AUTH. A non-nil tlsCfg connects over TLS.
 func JoinClusterAs(ctx context.Context, addrs []string, id, raftAddr, clientAddr, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
 	auth := authCommand(user, password)
 	cmd := resp.Command("FENCE.JOIN", id, raftAddr, clientAddr)

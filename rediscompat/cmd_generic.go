@@ -97,25 +97,16 @@ func expireCmd(c *call, unit time.Duration, absolute bool) Reply {
 		}
 		return errNotInteger
 	}
-	var nx, xx, gt, lt bool
+	var o conditions
 	for _, a := range c.args[3:] {
-		switch strings.ToUpper(string(a)) {
-		case "NX":
-			nx = true
-		case "XX":
-			xx = true
-		case "GT":
-			gt = true
-		case "LT":
-			lt = true
-		default:
+		if !o.parse(a) {
 			return Error("ERR Unsupported option " + string(a))
 		}
 	}
-	if nx && (xx || gt || lt) {
+	if o.nx && (o.xx || o.gt || o.lt) {
 		return Error("ERR NX and XX, GT or LT options at the same time are not compatible")
 	}
-	if gt && lt {
+	if o.gt && o.lt {
 		return Error("ERR GT and LT options at the same time are not compatible")
 	}
 	e := c.get(c.arg(1))
@@ -127,11 +118,11 @@ func expireCmd(c *call, unit time.Duration, absolute bool) Reply {
 	}
 	cur := e.pttl() // -1: none
 	switch {
-	case nx && cur >= 0, xx && cur < 0:
+	case o.nx && cur >= 0, o.xx && cur < 0:
 		return zero
-	case gt && (cur < 0 || exp.ttl <= cur):
+	case o.gt && (cur < 0 || exp.ttl <= cur):
 		return zero
-	case lt && cur >= 0 && exp.ttl >= cur:
+	case o.lt && cur >= 0 && exp.ttl >= cur:
 		return zero
 	}
 	if exp.ttl <= 0 {

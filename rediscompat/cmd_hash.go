@@ -12,15 +12,15 @@ func init() {
 		&command{name: "hset", arity: -4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Sets fields of a hash.", run: cmdHset},
 		&command{name: "hmset", arity: -4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Sets fields of a hash.", run: cmdHmset},
 		&command{name: "hsetnx", arity: 4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Sets a field of a hash only if it does not exist.", run: cmdHsetnx},
-		&command{name: "hget", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the value of a field of a hash.", run: cmdHget},
+		&command{name: "hget", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the value of a field of a hash.", run: ofKey(fsm.KindHash, Nil{}, cmdHget)},
 		&command{name: "hmget", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the values of fields of a hash.", run: cmdHmget},
 		&command{name: "hgetall", arity: 2, flags: fReadOnly, first: 1, last: 1, step: 1, group: "hash", summary: "Returns every field and value of a hash.", run: cmdHgetall},
 		&command{name: "hkeys", arity: 2, flags: fReadOnly, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the fields of a hash.", run: func(c *call) Reply { return hashList(c, true, false) }},
 		&command{name: "hvals", arity: 2, flags: fReadOnly, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the values of a hash.", run: func(c *call) Reply { return hashList(c, false, true) }},
-		&command{name: "hdel", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Deletes fields of a hash.", run: cmdHdel},
-		&command{name: "hexists", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Reports whether a field exists in a hash.", run: cmdHexists},
-		&command{name: "hlen", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the number of fields of a hash.", run: cmdHlen},
-		&command{name: "hstrlen", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the length of a field's value.", run: cmdHstrlen},
+		&command{name: "hdel", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Deletes fields of a hash.", run: ofKey(fsm.KindHash, zero, cmdHdel)},
+		&command{name: "hexists", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Reports whether a field exists in a hash.", run: ofKey(fsm.KindHash, zero, cmdHexists)},
+		&command{name: "hlen", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the number of fields of a hash.", run: ofKey(fsm.KindHash, zero, cmdHlen)},
+		&command{name: "hstrlen", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Returns the length of a field's value.", run: ofKey(fsm.KindHash, zero, cmdHstrlen)},
 		&command{name: "hincrby", arity: 4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Increments a field's integer value.", run: cmdHincrby},
 		&command{name: "hincrbyfloat", arity: 4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "hash", summary: "Increments a field's floating point value.", run: cmdHincrbyfloat},
 	)
@@ -79,14 +79,7 @@ func cmdHsetnx(c *call) Reply {
 	return one
 }
 
-func cmdHget(c *call) Reply {
-	e, bad := c.hashOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return Nil{}
-	}
+func cmdHget(c *call, e *entry) Reply {
 	return bulkOrNil(e.h.get(c.arg(2)))
 }
 
@@ -142,57 +135,20 @@ func hashList(c *call, fields, values bool) Reply {
 	return out
 }
 
-func cmdHdel(c *call) Reply {
-	e, bad := c.hashOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
-	n := 0
-	for _, f := range c.args[2:] {
-		if e.h.del(string(f)) {
-			n++
-		}
-	}
-	if n > 0 {
-		c.d.mutated(e)
-	}
-	return Int(n)
+func cmdHdel(c *call, e *entry) Reply {
+	return c.removeEach(e, e.h.del)
 }
 
-func cmdHexists(c *call) Reply {
-	e, bad := c.hashOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
+func cmdHexists(c *call, e *entry) Reply {
 	_, has := e.h.get(c.arg(2))
 	return boolInt(has)
 }
 
-func cmdHlen(c *call) Reply {
-	e, bad := c.hashOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
+func cmdHlen(c *call, e *entry) Reply {
 	return Int(e.h.len())
 }
 
-func cmdHstrlen(c *call) Reply {
-	e, bad := c.hashOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
+func cmdHstrlen(c *call, e *entry) Reply {
 	v, _ := e.h.get(c.arg(2))
 	return Int(len(v))
 }

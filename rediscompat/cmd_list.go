@@ -14,12 +14,12 @@ func init() {
 		&command{name: "rpushx", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Appends elements to a list only if it exists.", run: func(c *call) Reply { return push(c, false, true) }},
 		&command{name: "lpop", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Removes and returns the first elements of a list.", run: func(c *call) Reply { return pop(c, true) }},
 		&command{name: "rpop", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Removes and returns the last elements of a list.", run: func(c *call) Reply { return pop(c, false) }},
-		&command{name: "llen", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Returns the length of a list.", run: cmdLlen},
-		&command{name: "lrange", arity: 4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "list", summary: "Returns a range of elements of a list.", run: cmdLrange},
+		&command{name: "llen", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "list", summary: "Returns the length of a list.", run: ofKey(fsm.KindList, zero, cmdLlen)},
+		&command{name: "lrange", arity: 4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "list", summary: "Returns a range of elements of a list.", run: ofRange(parseIntPair, fsm.KindList, Array{}, cmdLrange)},
 		&command{name: "lindex", arity: 3, flags: fReadOnly, first: 1, last: 1, step: 1, group: "list", summary: "Returns an element of a list by its index.", run: cmdLindex},
 		&command{name: "lset", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "list", summary: "Sets an element of a list by its index.", run: cmdLset},
 		&command{name: "lrem", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "list", summary: "Removes elements equal to a value from a list.", run: cmdLrem},
-		&command{name: "ltrim", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "list", summary: "Trims a list to a range.", run: cmdLtrim},
+		&command{name: "ltrim", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "list", summary: "Trims a list to a range.", run: ofRange(parseIntPair, fsm.KindList, replyOK, cmdLtrim)},
 		&command{name: "lpos", arity: -3, flags: fReadOnly, first: 1, last: 1, step: 1, group: "list", summary: "Returns the index of an element of a list.", run: cmdLpos},
 	)
 }
@@ -48,27 +48,30 @@ func push(c *call, left, onlyIfExists bool) Reply {
 	return Int(len(e.l.items))
 }
 
-func pop(c *call, left bool) Reply {
-	count, withCount := int64(1), false
-	if len(c.args) > 3 {
-		return errSyntax
-	}
-	if len(c.args) == 3 {
+// popCount parses the count of LPOP, RPOP, ZPOPMIN and ZPOPMAX (1 if
+// none) and reports whether one was given.
+func (c *call) popCount() (int64, bool, Reply) {
+	switch len(c.args) {
+	case 2:
+		return 1, false, nil
+	case 3:
 		n, ok := parseInt(c.args[2])
 		if !ok || n < 0 {
-			return Error("ERR value is out of range, must be positive")
+			return 0, false, Error("ERR value is out of range, must be positive")
 		}
-		count, withCount = n, true
+		return n, true, nil
 	}
-	e, bad := c.listOf(c.arg(1))
+	return 0, false, errSyntax
+}
+
+func pop(c *call, left bool) Reply {
+	count, withCount, bad := c.popCount()
 	if bad != nil {
 		return bad
 	}
-	if !e.exists {
-		if withCount {
-			return NilArray{}
-		}
-		return Nil{}
+	e, r := c.existing(fsm.KindList, null(withCount))
+	if e == nil {
+		return r
 	}
 	out := Array{}
 	for i := int64(0); i < count && len(e.l.items) > 0; i++ {
@@ -90,31 +93,12 @@ func pop(c *call, left bool) Reply {
 	return out
 }
 
-func cmdLlen(c *call) Reply {
-	e, bad := c.listOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
+func cmdLlen(c *call, e *entry) Reply {
 	return Int(len(e.l.items))
 }
 
-func cmdLrange(c *call) Reply {
-	start, ok1 := parseInt(c.args[2])
-	stop, ok2 := parseInt(c.args[3])
-	if !ok1 || !ok2 {
-		return errNotInteger
-	}
-	e, bad := c.listOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
+func cmdLrange(c *call, e *entry, start, stop int64) Reply {
 	out := Array{}
-	if !e.exists {
-		return out
-	}
 	if lo, hi, ok := rangeIndexes(start, stop, len(e.l.items)); ok {
 		for _, v := range e.l.items[lo:hi] {
 			out = append(out, Bulk(v))
@@ -123,52 +107,43 @@ func cmdLrange(c *call) Reply {
 	return out
 }
 
-func listIndex(i int64, n int) (int, bool) {
+// listElement loads the list at the command's key and finds the element its
+// second argument, an index (negative from the end), names (LINDEX, LSET).
+// It returns the list and the element's position; or nil and the reply:
+// missing if there is no list, outOfRange if there is no such element.
+func (c *call) listElement(missing, outOfRange Reply) (*entry, int, Reply) {
+	i, ok := parseInt(c.args[2])
+	if !ok {
+		return nil, 0, errNotInteger
+	}
+	e, r := c.existing(fsm.KindList, missing)
+	if e == nil {
+		return nil, 0, r
+	}
+	n := int64(len(e.l.items))
 	if i < 0 {
-		i += int64(n)
+		i += n
 	}
-	if i < 0 || i >= int64(n) {
-		return 0, false
+	if i < 0 || i >= n {
+		return nil, 0, outOfRange
 	}
-	return int(i), true
+	return e, int(i), nil
 }
 
 func cmdLindex(c *call) Reply {
-	i, ok := parseInt(c.args[2])
-	if !ok {
-		return errNotInteger
+	e, i, r := c.listElement(Nil{}, Nil{})
+	if e == nil {
+		return r
 	}
-	e, bad := c.listOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return Nil{}
-	}
-	j, ok := listIndex(i, len(e.l.items))
-	if !ok {
-		return Nil{}
-	}
-	return Bulk(e.l.items[j])
+	return Bulk(e.l.items[i])
 }
 
 func cmdLset(c *call) Reply {
-	i, ok := parseInt(c.args[2])
-	if !ok {
-		return errNotInteger
+	e, i, r := c.listElement(errNoSuchKey, errIndexRange)
+	if e == nil {
+		return r
 	}
-	e, bad := c.listOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return errNoSuchKey
-	}
-	j, ok := listIndex(i, len(e.l.items))
-	if !ok {
-		return errIndexRange
-	}
-	e.l.items[j] = c.arg(3)
+	e.l.items[i] = c.arg(3)
 	c.d.mutated(e)
 	return replyOK
 }
@@ -178,12 +153,9 @@ func cmdLrem(c *call) Reply {
 	if !ok {
 		return errNotInteger
 	}
-	e, bad := c.listOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
+	e, r := c.existing(fsm.KindList, zero)
+	if e == nil {
+		return r
 	}
 	v := c.arg(3)
 	items := e.l.items
@@ -221,19 +193,7 @@ func cmdLrem(c *call) Reply {
 	return Int(removed)
 }
 
-func cmdLtrim(c *call) Reply {
-	start, ok1 := parseInt(c.args[2])
-	stop, ok2 := parseInt(c.args[3])
-	if !ok1 || !ok2 {
-		return errNotInteger
-	}
-	e, bad := c.listOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return replyOK
-	}
+func cmdLtrim(c *call, e *entry, start, stop int64) Reply {
 	lo, hi, in := rangeIndexes(start, stop, len(e.l.items))
 	if !in {
 		e.l.items = nil

@@ -5,8 +5,8 @@ import "github.com/fencerlock/fencer/fsm"
 func init() {
 	register(
 		&command{name: "sadd", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "set", summary: "Adds members to a set.", run: cmdSadd},
-		&command{name: "srem", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "set", summary: "Removes members from a set.", run: cmdSrem},
-		&command{name: "scard", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "set", summary: "Returns the number of members of a set.", run: cmdScard},
+		&command{name: "srem", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "set", summary: "Removes members from a set.", run: ofKey(fsm.KindSet, zero, cmdSrem)},
+		&command{name: "scard", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "set", summary: "Returns the number of members of a set.", run: ofKey(fsm.KindSet, zero, cmdScard)},
 		&command{name: "sismember", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "set", summary: "Reports whether a member is in a set.", run: cmdSismember},
 		&command{name: "smismember", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "set", summary: "Reports whether members are in a set.", run: cmdSmismember},
 		&command{name: "smembers", arity: 2, flags: fReadOnly, first: 1, last: 1, step: 1, group: "set", summary: "Returns the members of a set.", run: cmdSmembers},
@@ -33,34 +33,11 @@ func cmdSadd(c *call) Reply {
 	return Int(n)
 }
 
-func cmdSrem(c *call) Reply {
-	e, bad := c.setOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
-	n := 0
-	for _, m := range c.args[2:] {
-		if e.set.remove(string(m)) {
-			n++
-		}
-	}
-	if n > 0 {
-		c.d.mutated(e)
-	}
-	return Int(n)
+func cmdSrem(c *call, e *entry) Reply {
+	return c.removeEach(e, e.set.remove)
 }
 
-func cmdScard(c *call) Reply {
-	e, bad := c.setOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
+func cmdScard(c *call, e *entry) Reply {
 	return Int(e.set.len())
 }
 

@@ -20,8 +20,8 @@ func init() {
 		&command{name: "getdel", arity: 2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Returns a key's value and deletes the key.", run: cmdGetdel},
 		&command{name: "getex", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Returns a key's value and sets or removes its expire time.", run: cmdGetex},
 		&command{name: "mget", arity: -2, flags: fReadOnly | fFast, first: 1, last: -1, step: 1, group: "string", summary: "Returns the values of several keys.", run: cmdMget},
-		&command{name: "mset", arity: -3, flags: fWrite, first: 1, last: -1, step: 2, group: "string", summary: "Sets several keys' values.", run: cmdMset},
-		&command{name: "msetnx", arity: -3, flags: fWrite, first: 1, last: -1, step: 2, group: "string", summary: "Sets several keys' values only if none of them exists.", run: cmdMsetnx},
+		&command{name: "mset", arity: -3, flags: fWrite, first: 1, last: -1, step: 2, group: "string", summary: "Sets several keys' values.", run: func(c *call) Reply { return mset(c, false) }},
+		&command{name: "msetnx", arity: -3, flags: fWrite, first: 1, last: -1, step: 2, group: "string", summary: "Sets several keys' values only if none of them exists.", run: func(c *call) Reply { return mset(c, true) }},
 		&command{name: "incr", arity: 2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Increments a key's integer value by one.", run: func(c *call) Reply { return incrBy(c, 1) }},
 		&command{name: "decr", arity: 2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Decrements a key's integer value by one.", run: func(c *call) Reply { return incrBy(c, -1) }},
 		&command{name: "incrby", arity: 3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "string", summary: "Increments a key's integer value by a number.", run: cmdIncrby},
@@ -250,37 +250,30 @@ func cmdMget(c *call) Reply {
 	return out
 }
 
-func cmdMset(c *call) Reply {
+// mset serves MSET and, onlyIfNone, MSETNX: which sets nothing if any of
+// the keys exists.
+func mset(c *call, onlyIfNone bool) Reply {
 	if len(c.args)%2 != 1 {
 		return wrongArity(c.arg(0))
 	}
+	keys := make([]*entry, 0, len(c.args)/2)
 	for i := 1; i < len(c.args); i += 2 {
 		e := c.get(c.arg(i))
 		if e == nil {
 			return errStore
 		}
-		c.d.setString(e, c.arg(i+1), ttlNone, 0)
-	}
-	return replyOK
-}
-
-func cmdMsetnx(c *call) Reply {
-	if len(c.args)%2 != 1 {
-		return wrongArity(c.arg(0))
-	}
-	for i := 1; i < len(c.args); i += 2 {
-		e := c.get(c.arg(i))
-		if e == nil {
-			return errStore
-		}
-		if e.exists {
+		if onlyIfNone && e.exists {
 			return zero
 		}
+		keys = append(keys, e)
 	}
-	for i := 1; i < len(c.args); i += 2 {
-		c.d.setString(c.get(c.arg(i)), c.arg(i+1), ttlNone, 0)
+	for i, e := range keys {
+		c.d.setString(e, c.arg(2*i+2), ttlNone, 0)
 	}
-	return one
+	if onlyIfNone {
+		return one
+	}
+	return replyOK
 }
 
 func cmdIncrby(c *call) Reply {

@@ -11,19 +11,19 @@ func init() {
 	register(
 		&command{name: "zadd", arity: -4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Adds members to a sorted set, or updates their scores.", run: cmdZadd},
 		&command{name: "zincrby", arity: 4, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Increments a member's score.", run: cmdZincrby},
-		&command{name: "zrem", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes members from a sorted set.", run: cmdZrem},
-		&command{name: "zscore", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's score.", run: cmdZscore},
+		&command{name: "zrem", arity: -3, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes members from a sorted set.", run: ofKey(fsm.KindZSet, zero, cmdZrem)},
+		&command{name: "zscore", arity: 3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's score.", run: ofKey(fsm.KindZSet, Nil{}, cmdZscore)},
 		&command{name: "zmscore", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members' scores.", run: cmdZmscore},
-		&command{name: "zcard", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns the number of members.", run: cmdZcard},
-		&command{name: "zcount", arity: 4, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Counts the members with scores in a range.", run: cmdZcount},
+		&command{name: "zcard", arity: 2, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns the number of members.", run: ofKey(fsm.KindZSet, zero, cmdZcard)},
+		&command{name: "zcount", arity: 4, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Counts the members with scores in a range.", run: ofRange(parseScoreRange, fsm.KindZSet, zero, cmdZcount)},
 		&command{name: "zrank", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's rank by ascending score.", run: func(c *call) Reply { return zrank(c, false) }},
 		&command{name: "zrevrank", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's rank by descending score.", run: func(c *call) Reply { return zrank(c, true) }},
 		&command{name: "zrange", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members in a range of ranks or scores.", run: cmdZrange},
 		&command{name: "zrevrange", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members in a range of ranks, highest score first.", run: func(c *call) Reply { return zrangeGeneric(c, 1, false, true, false) }},
 		&command{name: "zrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range.", run: func(c *call) Reply { return zrangeGeneric(c, 1, true, false, true) }},
 		&command{name: "zrevrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range, highest first.", run: func(c *call) Reply { return zrangeGeneric(c, 1, true, true, true) }},
-		&command{name: "zremrangebyscore", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members with scores in a range.", run: cmdZremrangebyscore},
-		&command{name: "zremrangebyrank", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members in a range of ranks.", run: cmdZremrangebyrank},
+		&command{name: "zremrangebyscore", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members with scores in a range.", run: ofRange(parseScoreRange, fsm.KindZSet, zero, cmdZremrangebyscore)},
+		&command{name: "zremrangebyrank", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members in a range of ranks.", run: ofRange(parseIntPair, fsm.KindZSet, zero, cmdZremrangebyrank)},
 		&command{name: "zpopmin", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes and returns the members with the lowest scores.", run: func(c *call) Reply { return zpop(c, false) }},
 		&command{name: "zpopmax", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes and returns the members with the highest scores.", run: func(c *call) Reply { return zpop(c, true) }},
 	)
@@ -40,18 +40,14 @@ func (c *call) scoreReply(f float64) Reply {
 }
 
 func cmdZadd(c *call) Reply {
-	var nx, xx, gt, lt, ch, incr bool
+	var o conditions
+	var ch, incr bool
 	i := 2
 	for ; i < len(c.args); i++ {
+		if o.parse(c.args[i]) {
+			continue
+		}
 		switch strings.ToUpper(c.arg(i)) {
-		case "NX":
-			nx = true
-		case "XX":
-			xx = true
-		case "GT":
-			gt = true
-		case "LT":
-			lt = true
 		case "CH":
 			ch = true
 		case "INCR":
@@ -65,10 +61,10 @@ pairs:
 	if len(rest) == 0 || len(rest)%2 != 0 {
 		return errSyntax
 	}
-	if nx && xx {
+	if o.nx && o.xx {
 		return Error("ERR XX and NX options at the same time are not compatible")
 	}
-	if gt && lt || nx && (gt || lt) {
+	if o.gt && o.lt || o.nx && (o.gt || o.lt) {
 		return Error("ERR GT, LT, and/or NX options at the same time are not compatible")
 	}
 	if incr && len(rest) > 2 {
@@ -87,7 +83,7 @@ pairs:
 		return bad
 	}
 	if !e.exists {
-		if xx {
+		if o.xx {
 			if incr {
 				return Nil{}
 			}
@@ -110,9 +106,9 @@ pairs:
 			}
 		}
 		switch {
-		case has && nx, !has && xx:
+		case has && o.nx, !has && o.xx:
 			continue
-		case has && (gt && score <= cur || lt && score >= cur):
+		case has && (o.gt && score <= cur || o.lt && score >= cur):
 			continue
 		}
 		if !has {
@@ -158,34 +154,11 @@ func cmdZincrby(c *call) Reply {
 	return c.scoreReply(cur)
 }
 
-func cmdZrem(c *call) Reply {
-	e, bad := c.zsetOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
-	n := 0
-	for _, m := range c.args[2:] {
-		if e.z.remove(string(m)) {
-			n++
-		}
-	}
-	if n > 0 {
-		c.d.mutated(e)
-	}
-	return Int(n)
+func cmdZrem(c *call, e *entry) Reply {
+	return c.removeEach(e, e.z.remove)
 }
 
-func cmdZscore(c *call) Reply {
-	e, bad := c.zsetOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return Nil{}
-	}
+func cmdZscore(c *call, e *entry) Reply {
 	s, has := e.z.score(c.arg(2))
 	if !has {
 		return Nil{}
@@ -213,14 +186,7 @@ func cmdZmscore(c *call) Reply {
 	return out
 }
 
-func cmdZcard(c *call) Reply {
-	e, bad := c.zsetOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
+func cmdZcard(c *call, e *entry) Reply {
 	return Int(e.z.len())
 }
 
@@ -240,6 +206,16 @@ func parseBound(b []byte) (scoreBound, bool) {
 	return scoreBound{f, excl}, ok
 }
 
+// parseScoreRange parses the min and max of a range of scores.
+func parseScoreRange(a, b []byte) (lo, hi scoreBound, bad Reply) {
+	lo, ok1 := parseBound(a)
+	hi, ok2 := parseBound(b)
+	if !ok1 || !ok2 {
+		return lo, hi, errMinMaxFloat
+	}
+	return lo, hi, nil
+}
+
 func (lo scoreBound) below(f float64) bool { // lo <= f (or < if exclusive)
 	if lo.excl {
 		return lo.v < f
@@ -254,26 +230,19 @@ func (hi scoreBound) above(f float64) bool { // f <= hi
 	return f <= hi.v
 }
 
-func cmdZcount(c *call) Reply {
-	lo, ok1 := parseBound(c.args[2])
-	hi, ok2 := parseBound(c.args[3])
-	if !ok1 || !ok2 {
-		return errMinMaxFloat
-	}
-	e, bad := c.zsetOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
-	n := 0
-	for _, m := range e.z.members {
+// inScores returns the members of z with scores from lo to hi, in order.
+func (z *zset) inScores(lo, hi scoreBound) []zmember {
+	var in []zmember
+	for _, m := range z.members {
 		if lo.below(m.score) && hi.above(m.score) {
-			n++
+			in = append(in, m)
 		}
 	}
-	return Int(n)
+	return in
+}
+
+func cmdZcount(c *call, e *entry, lo, hi scoreBound) Reply {
+	return Int(len(e.z.inScores(lo, hi)))
 }
 
 func zrank(c *call, rev bool) Reply {
@@ -283,22 +252,13 @@ func zrank(c *call, rev bool) Reply {
 	} else if len(c.args) != 3 {
 		return errSyntax
 	}
-	e, bad := c.zsetOf(c.arg(1))
-	if bad != nil {
+	e, bad := c.existing(fsm.KindZSet, null(withScore))
+	if e == nil {
 		return bad
-	}
-	if !e.exists {
-		if withScore {
-			return NilArray{}
-		}
-		return Nil{}
 	}
 	r, has := e.z.rank(c.arg(2))
 	if !has {
-		if withScore {
-			return NilArray{}
-		}
-		return Nil{}
+		return null(withScore)
 	}
 	if rev {
 		r = e.z.len() - 1 - r
@@ -345,10 +305,9 @@ func zrangeGeneric(c *call, keyIdx int, byScore, rev, oldByScore bool) Reply {
 			if i+2 >= len(c.args) {
 				return errSyntax
 			}
-			o, ok1 := parseInt(c.args[i+1])
-			n, ok2 := parseInt(c.args[i+2])
-			if !ok1 || !ok2 {
-				return errNotInteger
+			o, n, bad := parseIntPair(c.args[i+1], c.args[i+2])
+			if bad != nil {
+				return bad
 			}
 			limit, offset, count = true, o, n
 			i += 2
@@ -360,27 +319,27 @@ func zrangeGeneric(c *call, keyIdx int, byScore, rev, oldByScore bool) Reply {
 		return Error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
 	}
 	a, b := c.args[keyIdx+1], c.args[keyIdx+2]
-	var members []zmember
+	var lo, hi scoreBound
+	var start, stop int64
+	var bad Reply
 	if byScore {
 		if rev {
 			a, b = b, a
 		}
-		lo, ok1 := parseBound(a)
-		hi, ok2 := parseBound(b)
-		if !ok1 || !ok2 {
-			return errMinMaxFloat
-		}
-		e, bad := c.zsetOf(c.arg(keyIdx))
-		if bad != nil {
-			return bad
-		}
-		if e.exists {
-			for _, m := range e.z.members {
-				if lo.below(m.score) && hi.above(m.score) {
-					members = append(members, m)
-				}
-			}
-		}
+		lo, hi, bad = parseScoreRange(a, b)
+	} else {
+		start, stop, bad = parseIntPair(a, b)
+	}
+	if bad != nil {
+		return bad
+	}
+	e, bad := c.existing(fsm.KindZSet, Array{})
+	if e == nil {
+		return bad
+	}
+	var members []zmember
+	if byScore {
+		members = e.z.inScores(lo, hi)
 		if rev {
 			reverse(members)
 		}
@@ -395,24 +354,13 @@ func zrangeGeneric(c *call, keyIdx int, byScore, rev, oldByScore bool) Reply {
 			}
 		}
 	} else {
-		start, ok1 := parseInt(a)
-		stop, ok2 := parseInt(b)
-		if !ok1 || !ok2 {
-			return errNotInteger
+		all := e.z.members
+		if rev {
+			all = append([]zmember(nil), all...)
+			reverse(all)
 		}
-		e, bad := c.zsetOf(c.arg(keyIdx))
-		if bad != nil {
-			return bad
-		}
-		if e.exists {
-			all := e.z.members
-			if rev {
-				all = append([]zmember(nil), all...)
-				reverse(all)
-			}
-			if lo, hi, ok := rangeIndexes(start, stop, len(all)); ok {
-				members = all[lo:hi]
-			}
+		if from, to, ok := rangeIndexes(start, stop, len(all)); ok {
+			members = all[from:to]
 		}
 	}
 	out := Array{}
@@ -435,73 +383,38 @@ func reverse(m []zmember) {
 	}
 }
 
-func cmdZremrangebyscore(c *call) Reply {
-	lo, ok1 := parseBound(c.args[2])
-	hi, ok2 := parseBound(c.args[3])
-	if !ok1 || !ok2 {
-		return errMinMaxFloat
-	}
-	e, bad := c.zsetOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
-	var gone []string
-	for _, m := range e.z.members {
-		if lo.below(m.score) && hi.above(m.score) {
-			gone = append(gone, m.name)
-		}
-	}
-	for _, m := range gone {
-		e.z.remove(m)
-	}
-	if len(gone) > 0 {
-		c.d.mutated(e)
-	}
-	return Int(len(gone))
+func cmdZremrangebyscore(c *call, e *entry, lo, hi scoreBound) Reply {
+	return c.zremove(e, e.z.inScores(lo, hi))
 }
 
-func cmdZremrangebyrank(c *call) Reply {
-	start, ok1 := parseInt(c.args[2])
-	stop, ok2 := parseInt(c.args[3])
-	if !ok1 || !ok2 {
-		return errNotInteger
-	}
-	e, bad := c.zsetOf(c.arg(1))
-	if bad != nil {
-		return bad
-	}
-	if !e.exists {
-		return zero
-	}
+func cmdZremrangebyrank(c *call, e *entry, start, stop int64) Reply {
 	lo, hi, ok := rangeIndexes(start, stop, e.z.len())
 	if !ok {
 		return zero
 	}
-	var gone []string
-	for _, m := range e.z.members[lo:hi] {
-		gone = append(gone, m.name)
+	return c.zremove(e, e.z.members[lo:hi])
+}
+
+// zremove removes ms, members of e, and answers how many. ms may be a part
+// of e.z.members, which removing changes: the names are taken first.
+func (c *call) zremove(e *entry, ms []zmember) Reply {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.name
 	}
-	for _, m := range gone {
-		e.z.remove(m)
+	for _, n := range names {
+		e.z.remove(n)
 	}
-	c.d.mutated(e)
-	return Int(len(gone))
+	if len(names) > 0 {
+		c.d.mutated(e)
+	}
+	return Int(len(names))
 }
 
 func zpop(c *call, max bool) Reply {
-	count := int64(1)
-	if len(c.args) > 3 {
-		return errSyntax
-	}
-	if len(c.args) == 3 {
-		n, ok := parseInt(c.args[2])
-		if !ok || n < 0 {
-			return Error("ERR value is out of range, must be positive")
-		}
-		count = n
+	count, withCount, bad := c.popCount()
+	if bad != nil {
+		return bad
 	}
 	e, bad := c.zsetOf(c.arg(1))
 	if bad != nil {
@@ -517,7 +430,7 @@ func zpop(c *call, max bool) Reply {
 			m = e.z.members[e.z.len()-1]
 		}
 		e.z.remove(m.name)
-		if c.resp3 && len(c.args) == 3 {
+		if c.resp3 && withCount {
 			out = append(out, Array{Bulk(m.name), Double(m.score)})
 		} else {
 			out = append(out, Bulk(m.name), c.scoreReply(m.score))

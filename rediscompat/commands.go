@@ -103,6 +103,37 @@ func parseInt(b []byte) (int64, bool) {
 	return v, err == nil
 }
 
+// parseIntPair parses two Redis integer arguments, such as a range's start
+// and stop.
+func parseIntPair(a, b []byte) (int64, int64, Reply) {
+	x, ok1 := parseInt(a)
+	y, ok2 := parseInt(b)
+	if !ok1 || !ok2 {
+		return 0, 0, errNotInteger
+	}
+	return x, y, nil
+}
+
+// conditions are the NX, XX, GT and LT options of EXPIRE and ZADD.
+type conditions struct{ nx, xx, gt, lt bool }
+
+// parse sets the option a names and reports whether it is one of them.
+func (o *conditions) parse(a []byte) bool {
+	switch strings.ToUpper(string(a)) {
+	case "NX":
+		o.nx = true
+	case "XX":
+		o.xx = true
+	case "GT":
+		o.gt = true
+	case "LT":
+		o.lt = true
+	default:
+		return false
+	}
+	return true
+}
+
 // parseFloat parses a Redis float argument (inf, -inf and +inf included;
 // NaN refused).
 func parseFloat(b []byte) (float64, bool) {
@@ -190,6 +221,67 @@ func (c *call) getKind(key string, kind fsm.Kind) (*entry, Reply) {
 		return nil, errWrongType
 	}
 	return e, nil
+}
+
+// existing loads the command's key (its first argument) and returns it if
+// it exists and is of kind. Otherwise it returns nil and the reply: missing
+// if the key does not exist, WRONGTYPE or the store's error if it cannot be
+// used.
+func (c *call) existing(kind fsm.Kind, missing Reply) (*entry, Reply) {
+	e, bad := c.getKind(c.arg(1), kind)
+	switch {
+	case bad != nil:
+		return nil, bad
+	case !e.exists:
+		return nil, missing
+	}
+	return e, nil
+}
+
+// ofKey makes the run of a command that needs its key's value first: fn
+// is given the key's entry if it exists and is of kind; else the command
+// answers as existing does.
+func ofKey(kind fsm.Kind, missing Reply, fn func(c *call, e *entry) Reply) func(*call) Reply {
+	return func(c *call) Reply {
+		e, r := c.existing(kind, missing)
+		if e == nil {
+			return r
+		}
+		return fn(c, e)
+	}
+}
+
+// ofRange makes the run of a command "KEY a b" whose a and b bound a range
+// (LRANGE, ZCOUNT and their kin): it parses them with parse first, then
+// gives fn the key's entry as ofKey does.
+func ofRange[T any](parse func(a, b []byte) (T, T, Reply), kind fsm.Kind, missing Reply, fn func(c *call, e *entry, lo, hi T) Reply) func(*call) Reply {
+	return func(c *call) Reply {
+		lo, hi, bad := parse(c.args[2], c.args[3])
+		if bad != nil {
+			return bad
+		}
+		e, r := c.existing(kind, missing)
+		if e == nil {
+			return r
+		}
+		return fn(c, e, lo, hi)
+	}
+}
+
+// removeEach removes each of the command's arguments from the third on with
+// remove (a member of e's value) and answers how many it removed (HDEL,
+// SREM, ZREM).
+func (c *call) removeEach(e *entry, remove func(string) bool) Reply {
+	n := 0
+	for _, m := range c.args[2:] {
+		if remove(string(m)) {
+			n++
+		}
+	}
+	if n > 0 {
+		c.d.mutated(e)
+	}
+	return Int(n)
 }
 
 // errStore answers a command whose store failed; the error itself (c.d.err)

@@ -90,12 +90,6 @@ type Session struct {
 	Allowed func(key string) bool
 }
 
-// Has reports whether the engine serves the command named name (lower case).
-func Has(name string) bool {
-	_, ok := commands[name]
-	return ok
-}
-
 // KeysOf returns the keys a command's arguments name, for access control
 // and for clients that ask COMMAND; for EVAL and its kin, KEYS.
 func KeysOf(args [][]byte) []string {
@@ -151,15 +145,27 @@ func (e *Engine) Do(ctx context.Context, s *Session, args [][]byte) (Reply, erro
 		e.deliver(c.d.pubs)
 		return r, nil
 	}
+	return e.commit(ctx, s, keys, func(d *db) (Reply, error) {
+		return cmd.run(&call{d: d, args: args, e: e, resp3: s.RESP3}), nil
+	})
+}
+
+// commit runs fn on a db over one transaction of keys (server.Node.Update)
+// and returns its reply once the transaction committed, after publishing
+// what fn published. An error of fn's discards what it did.
+func (e *Engine) commit(ctx context.Context, s *Session, keys []string, fn func(d *db) (Reply, error)) (Reply, error) {
 	var reply Reply
 	var pubs []publication
 	err := e.node.Update(ctx, keys, func(tx *server.Tx) error {
 		d := e.newDB(tx, s)
-		reply = cmd.run(&call{d: d, args: args, e: e, resp3: s.RESP3})
+		r, err := fn(d)
+		if err != nil {
+			return err
+		}
 		if err := d.flush(); err != nil {
 			return err
 		}
-		pubs = d.pubs
+		reply, pubs = r, d.pubs
 		return nil
 	})
 	if err != nil {
@@ -281,28 +287,11 @@ func (e *Engine) eval(ctx context.Context, s *Session, name string, args [][]byt
 			argSet[string(a)] = true
 		}
 	}
-	var reply Reply
-	var pubs []publication
-	err := e.node.Update(ctx, keyNames, func(tx *server.Tx) error {
-		d := e.newDB(tx, s)
+	return e.commit(ctx, s, keyNames, func(d *db) (Reply, error) {
 		d.argv = argSet
 		run := &scriptRun{ctx: ctx, e: e, d: d, s: s, readOnly: readOnly}
-		r, err := e.runScript(run, sc, keys, argv)
-		if err != nil {
-			return err
-		}
-		reply = r
-		if err := d.flush(); err != nil {
-			return err
-		}
-		pubs = d.pubs
-		return nil
+		return e.runScript(run, sc, keys, argv)
 	})
-	if err != nil {
-		return nil, err
-	}
-	e.deliver(pubs)
-	return reply, nil
 }
 
 // errScriptTime is the error of a script stopped by its time limit.
@@ -472,10 +461,6 @@ func (e *Engine) Script(sha string) (string, bool) {
 	}
 	return c.body, true
 }
-
-// Cache remembers body as EVAL does, so that a later EVALSHA of it on this
-// node works even if the script ran elsewhere (the leader).
-func (e *Engine) Cache(body string) { _, _ = e.scripts.load(body) }
 
 func init() {
 	register(

@@ -45,13 +45,14 @@ type (
 	Bool bool
 )
 
-// Code returns an error reply's code, its first word.
-func (e Error) Code() string {
-	s := string(e)
-	if i := strings.IndexByte(s, ' '); i >= 0 {
-		return s[:i]
+// null is the null reply: the null array if array, else the null bulk
+// string (LPOP and ZRANK answer the former when given a count or
+// WITHSCORE).
+func null(array bool) Reply {
+	if array {
+		return NilArray{}
 	}
-	return s
+	return Nil{}
 }
 
 // Common error replies, in Redis's words.

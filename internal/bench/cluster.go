@@ -29,15 +29,6 @@ type FencerNode struct {
 	Proc                        *Proc
 }
 
-// Addrs returns the nodes' RESP addresses.
-func (c *FencerCluster) Addrs() []string {
-	var a []string
-	for _, n := range c.Nodes {
-		a = append(a, n.Addr)
-	}
-	return a
-}
-
 // Stop stops the cluster's processes.
 func (c *FencerCluster) Stop() {
 	var ps []*Proc
