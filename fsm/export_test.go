@@ -13,3 +13,18 @@ func EncodeEntry(dst []byte, cmds []Command) []byte {
 	}
 	return JoinEntries(dst, entries)
 }
+
+// ApplyCommand applies an already decoded command at index. It is Apply
+// without the decoding.
+func (t *Table) ApplyCommand(index uint64, c Command) *Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.apply(index, &c)
+}
+
+// MaxToken returns the largest token ever granted (or the floor, if larger).
+func (t *Table) MaxToken() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return max(t.maxToken, t.floor)
+}

@@ -233,14 +233,6 @@ func (t *Table) Apply(l *raft.Log) interface{} {
 	return t.applyBatch(l.Index, cmds)
 }
 
-// ApplyCommand applies an already decoded command at index. It is Apply
-// without the decoding, for callers that batch.
-func (t *Table) ApplyCommand(index uint64, c Command) *Result {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.apply(index, &c)
-}
-
 func (t *Table) applyBatch(index uint64, cmds []Command) []*Result {
 	t.advance(index)
 	out := make([]*Result, len(cmds))
@@ -613,13 +605,6 @@ func (t *Table) Members() map[string]string {
 		m[k] = v
 	}
 	return m
-}
-
-// MaxToken returns the largest token ever granted (or the floor, if larger).
-func (t *Table) MaxToken() uint64 {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return max(t.maxToken, t.floor)
 }
 
 // Position returns the position of the last applied command, floor + last

@@ -205,15 +205,6 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 	return Status{Owner: l.Owner, Token: l.Token, Remaining: rem}, true, nil
 }
 
-// Check reports whether token is the current, unexpired grant of key.
-func (n *Node) Check(ctx context.Context, key string, token uint64) (bool, error) {
-	s, held, err := n.Status(ctx, key)
-	if err != nil {
-		return false, err
-	}
-	return held && s.Token == token, nil
-}
-
 // verifyLeader waits until this node is a ready leader and has confirmed,
 // with a quorum, that it still is.
 func (n *Node) verifyLeader(ctx context.Context) error {

@@ -535,7 +535,8 @@ func TestLessorCompactsRenewals(t *testing.T) {
 	ls := newLessor(table)
 	now := time.Now()
 	for i := uint64(1); i <= 10000; i++ {
-		r := table.ApplyCommand(i, fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: "o", TTL: 1000})
+		c := fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: "o", TTL: 1000}
+		r := table.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: c.Encode(nil)}).(*fsm.Result)
 		ls.set("k", r.Lease, now)
 	}
 	assert.LessOrEqual(t, len(ls.queue), 2*table.Len()+1024)
