@@ -45,6 +45,8 @@ func replyOf(err error) wire.Error {
 		return wire.Error{Code: wire.Uncertain, Text: text + "; " + uncertainAdvice}
 	case errors.As(err, &nl):
 		return wire.FormatNotLeader(nl.Leader, nl.LeaderAddr)
+	case errors.Is(err, server.ErrNotLeader): // not a *NotLeaderError: no leader named
+		return wire.FormatNotLeader("", "")
 	case errors.Is(err, server.ErrNotMember):
 		return wire.Error{Code: wire.NoLeader, Text: "this node is not a member of a cluster (removed, or not yet joined); send commands to a member"}
 	case errors.Is(err, server.ErrNoLeader):

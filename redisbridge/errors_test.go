@@ -156,7 +156,7 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		{"ErrInvalidArgument", fmt.Errorf("%w: empty key", server.ErrInvalidArgument), wire.Err},
 		{"ErrNoLeader", server.ErrNoLeader, wire.NoLeader},
 		{"ErrNoLeader", fmt.Errorf("%w: %v", server.ErrNoLeader, deadline), wire.NoLeader},
-		{"ErrNotLeader", server.ErrNotLeader, wire.Err}, // only ever returned as a *NotLeaderError
+		{"ErrNotLeader", server.ErrNotLeader, wire.NotLeader},
 		{"NotLeaderError", &server.NotLeaderError{Leader: "n2", LeaderAddr: "127.0.0.1:7379"}, wire.NotLeader},
 		{"NotLeaderError", &server.NotLeaderError{Leader: "n2"}, wire.NotLeader},
 		{"NotLeaderError", &server.NotLeaderError{}, wire.NotLeader},
