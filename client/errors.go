@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 
+	"github.com/fencerlock/fencer/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -78,9 +78,9 @@ type failure struct {
 	leader string
 }
 
-// classify sorts an error from go-redis. Error replies start with a word that
-// says what kind they are (see docs/protocol.md); anything that is not an
-// error reply is a network failure, and transient unless TLS refused it.
+// classify sorts an error from go-redis by the code of the error reply
+// (package wire, docs/protocol.md); anything that is not an error reply is
+// a network failure, and transient unless TLS refused it.
 func classify(err error) failure {
 	var re redis.Error
 	if !errors.As(err, &re) {
@@ -89,30 +89,21 @@ func classify(err error) failure {
 		}
 		return failure{err: err, transient: true}
 	}
-	msg := re.Error()
-	word, rest, _ := strings.Cut(msg, " ")
-	switch word {
-	case "UNCERTAIN", "NOLEADER", "SHUTDOWN", "TIMEOUT", "LOADING", "TRYAGAIN":
+	e := wire.Parse(re.Error())
+	switch e.Code {
+	case wire.Uncertain, wire.NoLeader, wire.Shutdown, wire.Timeout:
 		return failure{err: err, transient: true}
-	case "NOTLEADER":
-		f := failure{err: err, transient: true}
-		if i := strings.LastIndex(rest, " at "); i >= 0 {
-			f.leader = strings.TrimSpace(rest[i+len(" at "):])
-		}
-		return f
-	case "WRONGPASS", "NOAUTH":
-		return failure{err: fmt.Errorf("%w: %s", ErrAuth, msg)}
-	case "NOPERM":
-		return failure{err: fmt.Errorf("%w: %s", ErrNoPerm, msg)}
-	case "ERR":
-		// A request whose deadline passed on the server before anything was
-		// proposed; nothing was done, so it is safe to retry.
-		if strings.Contains(rest, "context deadline exceeded") {
-			return failure{err: err, transient: true}
-		}
-		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, rest)}
+	case wire.NotLeader:
+		_, addr, _ := wire.ParseNotLeader(e)
+		return failure{err: err, transient: true, leader: addr}
+	case wire.WrongPass, wire.NoAuth:
+		return failure{err: fmt.Errorf("%w: %s", ErrAuth, e)}
+	case wire.NoPerm:
+		return failure{err: fmt.Errorf("%w: %s", ErrNoPerm, e)}
+	case wire.Err:
+		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, e.Text)}
 	}
-	return failure{err: fmt.Errorf("client: unexpected reply: %s", msg)}
+	return failure{err: fmt.Errorf("client: unexpected reply: %s", e)}
 }
 
 // tlsRefused reports whether err is a TLS failure that a retry would meet

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/wire"
 )
 
 // replyErr is an error reply as go-redis returns it.
@@ -30,11 +32,14 @@ func TestClassify(t *testing.T) {
 	}{
 		{replyErr("UNCERTAIN outcome unknown: leadership lost while the command was in flight; retry it with the same owner"), true, "", nil},
 		{replyErr("NOLEADER no leader is available; retry later"), true, "", nil},
-		{replyErr("NOTLEADER not the leader; leader is node-1 at 127.0.0.1:7379"), true, "127.0.0.1:7379", nil},
-		{replyErr("NOTLEADER not the leader; no leader known"), true, "", nil},
+		{replyErr(wire.FormatNotLeader("node-1", "127.0.0.1:7379").String()), true, "127.0.0.1:7379", nil},
+		{replyErr("NOTLEADER node-1 127.0.0.1:7379 not the leader: send commands to the leader"), true, "127.0.0.1:7379", nil},
+		{replyErr("NOTLEADER node-1 - not the leader, and the leader's client address is not known yet: retry later"), true, "", nil},
+		{replyErr("NOTLEADER - - not the leader, and no leader is known: retry later"), true, "", nil},
+		{replyErr("NOTLEADER not the leader; leader is node-1 at 127.0.0.1:7379"), true, "", nil}, // no fields: no leader learnt
 		{replyErr("SHUTDOWN the server is shutting down"), true, "", nil},
 		{replyErr("TIMEOUT the request timed out before it took effect; retry later"), true, "", nil},
-		{replyErr("ERR context deadline exceeded"), true, "", nil},
+		{replyErr("NOSCRIPT No matching script. Please use EVAL."), false, "", nil},
 		{replyErr("ERR invalid argument: ttl 50ms is outside 100ms..24h0m0s"), false, "", ErrInvalidArgument},
 		{replyErr("ERR wrong number of arguments for 'fence.acquire' command"), false, "", ErrInvalidArgument},
 		{replyErr("WRONGTYPE something else"), false, "", nil},

@@ -117,7 +117,7 @@ func (b *Bridge) statehash(r *request) {
 	}
 	h, ok := b.locker.(stateHasher)
 	if !ok {
-		r.c.WriteError("ERR this server cannot hash its state")
+		writeError(r.c, errf("this server cannot hash its state"))
 		return
 	}
 	idx, sum := h.StateHash()

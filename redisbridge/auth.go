@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/internal/resp"
+	"github.com/fencerlock/fencer/wire"
 	"github.com/tidwall/match"
 )
 
@@ -46,12 +47,13 @@ type User struct {
 	MaxLocks int
 }
 
-const (
-	noAuth       = "NOAUTH Authentication required."
-	noAuthHello  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
-	noPermKey    = "NOPERM No permissions to access a key"
-	authFailWait = 200 * time.Millisecond
+var (
+	noAuth      = wire.Error{Code: wire.NoAuth, Text: "Authentication required."}
+	noAuthHello = wire.Error{Code: wire.NoAuth, Text: "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"}
+	noPermKey   = wire.Error{Code: wire.NoPerm, Text: "No permissions to access a key"}
 )
+
+const authFailWait = 200 * time.Millisecond
 
 // authFailDelay is how long a failed AUTH waits before it is answered.
 var authFailDelay = authFailWait
@@ -153,7 +155,7 @@ func (b *Bridge) authenticate(r *request, name, password []byte) bool {
 	case <-t.C:
 	case <-b.ctx.Done():
 	}
-	r.c.WriteError(wrongPass)
+	writeError(r.c, wrongPass)
 	return false
 }
 
@@ -167,10 +169,11 @@ var adminCommands = map[string]bool{
 	"fence.snapshot": true, "fence.statehash": true, "fence.forwarded": true,
 }
 
-// permission returns the error a command on st is refused with, or "".
-func (b *Bridge) permission(st *connState, name string, args [][]byte) string {
+// permission returns the error a command on st is refused with, or the
+// zero Error.
+func (b *Bridge) permission(st *connState, name string, args [][]byte) wire.Error {
 	if !b.authRequired() {
-		return ""
+		return wire.Error{}
 	}
 	u := st.user
 	if u == nil {
@@ -180,20 +183,20 @@ func (b *Bridge) permission(st *connState, name string, args [][]byte) string {
 		if !allowedBeforeAuth[name] {
 			return noAuth
 		}
-		return ""
+		return wire.Error{}
 	}
 	if u.Pattern == "*" {
-		return ""
+		return wire.Error{}
 	}
 	if adminCommands[name] {
-		return fmt.Sprintf("NOPERM User %s has no permissions to run the '%s' command", u.Name, name)
+		return wire.Error{Code: wire.NoPerm, Text: fmt.Sprintf("User %s has no permissions to run the '%s' command", u.Name, name)}
 	}
 	for _, k := range lockKeys(name, args) {
 		if !match.Match(string(k), u.Pattern) {
 			return noPermKey
 		}
 	}
-	return ""
+	return wire.Error{}
 }
 
 func helloHasAuth(args [][]byte) bool {

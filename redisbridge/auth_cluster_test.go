@@ -45,11 +45,11 @@ func TestAuthenticatedClientThroughAFollower(t *testing.T) {
 	require.Eventually(t, func() bool { id, _ := follower.Leader(); return id == leader.ID() }, 10*time.Second, 20*time.Millisecond)
 
 	rc := dialRaw(t, faddr)
-	assert.Equal(t, "-"+noAuth+"\r\n", rc.do("FENCE.ACQUIRE", "app:1", "me", "10000"))
+	assert.Equal(t, string(errorLine(noAuth)), rc.do("FENCE.ACQUIRE", "app:1", "me", "10000"))
 	require.Equal(t, "+OK\r\n", rc.do("AUTH", "alice", "apw"))
 	got := rc.do("FENCE.ACQUIRE", "app:1", "me", "10000")
 	assert.True(t, strings.HasPrefix(got, "*2\r\n:"), "granted through the leader: %q", got)
-	assert.Equal(t, "-"+noPermKey+"\r\n", rc.do("FENCE.ACQUIRE", "other", "me", "10000"), "checked on the follower")
+	assert.Equal(t, string(errorLine(noPermKey)), rc.do("FENCE.ACQUIRE", "other", "me", "10000"), "checked on the follower")
 	st, held, err := leader.Status(t.Context(), "app:1")
 	require.NoError(t, err)
 	assert.True(t, held)

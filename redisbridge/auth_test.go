@@ -23,20 +23,20 @@ func startAuth(t *testing.T) string {
 func TestAuthRequiredBeforeCommands(t *testing.T) {
 	addr := startAuth(t)
 	rc := dialRaw(t, addr)
-	assert.Equal(t, "-"+noAuth+"\r\n", rc.do("GET", "k"))
-	assert.Equal(t, "-"+noAuth+"\r\n", rc.do("FENCE.ACQUIRE", "app:1", "me", "10000"))
+	assert.Equal(t, string(errorLine(noAuth)), rc.do("GET", "k"))
+	assert.Equal(t, string(errorLine(noAuth)), rc.do("FENCE.ACQUIRE", "app:1", "me", "10000"))
 	assert.Equal(t, "+PONG\r\n", rc.do("PING"))
-	assert.Equal(t, "-"+noAuthHello+"\r\n", rc.do("HELLO", "3"))
+	assert.Equal(t, string(errorLine(noAuthHello)), rc.do("HELLO", "3"))
 	start := time.Now()
-	assert.Equal(t, "-"+wrongPass+"\r\n", rc.do("AUTH", "wrong"))
+	assert.Equal(t, string(errorLine(wrongPass)), rc.do("AUTH", "wrong"))
 	assert.GreaterOrEqual(t, time.Since(start), authFailDelay, "a failure is slowed")
-	assert.Equal(t, "-"+wrongPass+"\r\n", rc.do("AUTH", "nobody", "sekret"))
-	assert.Equal(t, "-"+wrongPass+"\r\n", rc.do("AUTH", "alice", "sekret"))
-	assert.Equal(t, "-"+noAuth+"\r\n", rc.do("GET", "k"), "still not authenticated")
+	assert.Equal(t, string(errorLine(wrongPass)), rc.do("AUTH", "nobody", "sekret"))
+	assert.Equal(t, string(errorLine(wrongPass)), rc.do("AUTH", "alice", "sekret"))
+	assert.Equal(t, string(errorLine(noAuth)), rc.do("GET", "k"), "still not authenticated")
 	assert.Equal(t, "+OK\r\n", rc.do("AUTH", "sekret"))
 	assert.Equal(t, "$-1\r\n", rc.do("GET", "k"))
 	assert.Equal(t, "+RESET\r\n", rc.do("RESET"))
-	assert.Equal(t, "-"+noAuth+"\r\n", rc.do("GET", "k"), "RESET signs out")
+	assert.Equal(t, string(errorLine(noAuth)), rc.do("GET", "k"), "RESET signs out")
 
 	hello := dialRaw(t, addr).do("HELLO", "3", "AUTH", "alice", "apw")
 	assert.True(t, strings.HasPrefix(hello, "%7\r\n"), "%q", hello)
@@ -58,7 +58,7 @@ func TestAuthPatternIsEnforcedPerUser(t *testing.T) {
 		{"EVAL", "return 1", "2", "app:1", "other"},
 		{"EVALSHA", "0123456789012345678901234567890123456789", "1", "other"},
 	} {
-		assert.Equal(t, "-"+noPermKey+"\r\n", alice.do(cmd...), "%v", cmd)
+		assert.Equal(t, string(errorLine(noPermKey)), alice.do(cmd...), "%v", cmd)
 	}
 	assert.Equal(t, "-NOPERM User alice has no permissions to run the 'fence.snapshot' command\r\n", alice.do("FENCE.SNAPSHOT"))
 	assert.Equal(t, "$1\r\nv\r\n", alice.do("GET", "app:2"), "the connection stays usable")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencerlock/fencer/rediscompat"
 	"github.com/fencerlock/fencer/server"
+	"github.com/fencerlock/fencer/wire"
 	"github.com/tidwall/redcon"
 )
 
@@ -232,24 +233,24 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		st = b.newConnState()
 		c.SetContext(st)
 	}
-	if msg := b.overLimit(c, st, cmd.Args); msg != "" {
-		c.WriteError(msg)
+	if e := b.overLimit(c, st, cmd.Args); e.Code != "" {
+		writeError(c, e)
 		return
 	}
 	name := strings.ToLower(string(cmd.Args[0]))
-	if msg := b.permission(st, name, cmd.Args); msg != "" {
-		c.WriteError(msg)
+	if e := b.permission(st, name, cmd.Args); e.Code != "" {
+		writeError(c, e)
 		return
 	}
 	h, ok := b.cmds[name]
 	if !ok {
-		c.WriteError(unknownCommand(cmd.Args))
+		writeError(c, unknownCommand(cmd.Args))
 		return
 	}
 	if st.proto == 2 && st.sub != nil && st.sub.count() > 0 && !allowedWhileSubscribed[name] {
 		// RESP2 cannot tell a reply from a message: Redis allows only these
 		// while subscribed.
-		c.WriteError(fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))
+		writeError(c, errf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))
 		return
 	}
 	h(b, &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st})
@@ -266,16 +267,16 @@ func commandName(args [][]byte) string {
 }
 
 // unknownCommand is Redis's wording for a command it does not have.
-func unknownCommand(args [][]byte) string {
+func unknownCommand(args [][]byte) wire.Error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "ERR unknown command '%s', with args beginning with: ", truncate(args[0], 128))
+	fmt.Fprintf(&sb, "unknown command '%s', with args beginning with: ", truncate(args[0], 128))
 	for i, a := range args[1:] {
 		if i == 8 {
 			break
 		}
 		fmt.Fprintf(&sb, "'%s' ", truncate(a, 128))
 	}
-	return sb.String()
+	return errf("%s", sb.String())
 }
 
 func truncate(b []byte, n int) string {
@@ -292,7 +293,7 @@ func truncate(b []byte, n int) string {
 
 // wrongArity is Redis's wording for a bad argument count.
 func wrongArity(r *request) {
-	r.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(string(r.args[0]))))
+	writeError(r.c, errf("wrong number of arguments for '%s' command", strings.ToLower(string(r.args[0]))))
 }
 
 // fail answers err. A command that reached a follower is forwarded to the
@@ -337,11 +338,10 @@ func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 		case ferr == nil:
 			r.c.WriteRaw(reply)
 			return
-		case sent:
-			r.c.WriteError(fmt.Sprintf("UNCERTAIN forwarding to the leader at %s failed after sending: %v; the command may or may not have taken effect: retry it with the same owner", addr, ferr))
-			return
-		case tries == maxRedispatch || !b.awaitLeaderChange(ctx, addr):
-			r.c.WriteError(fmt.Sprintf("NOLEADER cannot reach the leader at %s: %v; retry later", addr, ferr))
+		case sent, tries == maxRedispatch || !b.awaitLeaderChange(ctx, addr):
+			// UNCERTAIN if it may have reached the leader; NOLEADER if
+			// not, and no other leader turned up.
+			writeError(r.c, forwardFailed(addr, sent, ferr))
 			return
 		}
 		// The command went nowhere and the leader changed: send it to the
@@ -387,35 +387,6 @@ func (b *Bridge) awaitLeaderChange(ctx context.Context, addr string) bool {
 			return false
 		case <-t.C:
 		}
-	}
-}
-
-// writeErr answers a server error with a reply whose first word says what
-// kind it is, so clients can tell "unknown outcome" from "not granted".
-func writeErr(c redcon.Conn, err error) {
-	var nl *server.NotLeaderError
-	switch {
-	case errors.Is(err, server.ErrInvalidArgument):
-		c.WriteError("ERR " + strings.TrimPrefix(err.Error(), "server: "))
-	case errors.Is(err, server.ErrUnknownOutcome):
-		c.WriteError("UNCERTAIN " + strings.TrimPrefix(err.Error(), "server: ") + "; the command may or may not have taken effect: retry it with the same owner")
-	case errors.As(err, &nl):
-		c.WriteError("NOTLEADER " + strings.TrimPrefix(nl.Error(), "server: "))
-	case errors.Is(err, server.ErrNotMember):
-		c.WriteError("NOLEADER this node is not a member of a cluster (removed, or not yet joined); send commands to a member")
-	case errors.Is(err, server.ErrNoLeader):
-		c.WriteError("NOLEADER no leader is available; retry later")
-	case errors.Is(err, server.ErrShutdown), errors.Is(err, context.Canceled):
-		c.WriteError("SHUTDOWN the server is shutting down")
-	case errors.Is(err, context.DeadlineExceeded):
-		// Not proposed: ctx ran out before the command reached Raft.
-		c.WriteError("TIMEOUT the request timed out before it took effect; retry later")
-	case errors.Is(err, server.ErrWrongType):
-		c.WriteError("WRONGTYPE Operation against a key holding the wrong kind of value")
-	case errors.Is(err, server.ErrConflict):
-		c.WriteError("TIMEOUT " + strings.TrimPrefix(err.Error(), "server: ") + "; nothing was done: retry later")
-	default:
-		c.WriteError("ERR " + strings.TrimPrefix(err.Error(), "server: "))
 	}
 }
 

@@ -1,7 +1,6 @@
 package redisbridge
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -106,7 +105,7 @@ func (b *Bridge) command(r *request) {
 	switch sub {
 	case "count", "list":
 		if len(r.args) != 2 {
-			r.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'command|%s' command", sub))
+			writeError(r.c, errf("wrong number of arguments for 'command|%s' command", sub))
 			return
 		}
 		names := sortedCommandNames()
@@ -159,7 +158,7 @@ func (b *Bridge) command(r *request) {
 			r.c.WriteArray(0)
 		}
 	default:
-		r.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try COMMAND HELP.", truncate(r.args[1], 128)))
+		writeError(r.c, errf("unknown subcommand '%s'. Try COMMAND HELP.", truncate(r.args[1], 128)))
 	}
 }
 

@@ -88,7 +88,7 @@ func writeReply(c redcon.Conn, proto int, r rediscompat.Reply) {
 	case rediscompat.Status:
 		c.WriteString(string(r))
 	case rediscompat.Error:
-		c.WriteError(string(r))
+		writeRelayed(c, string(r))
 	case rediscompat.Int:
 		c.WriteInt64(int64(r))
 	case rediscompat.Bulk:
@@ -137,6 +137,6 @@ func writeReply(c redcon.Conn, proto int, r rediscompat.Reply) {
 			c.WriteInt(0)
 		}
 	default:
-		c.WriteError("ERR internal: a reply of an unknown type")
+		writeError(c, errf("internal: a reply of an unknown type"))
 	}
 }

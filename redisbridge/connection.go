@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencerlock/fencer/wire"
 )
 
 // Connection commands: what Redis clients send when they connect, and the
@@ -63,11 +65,11 @@ func (b *Bridge) hello(r *request) {
 	if len(r.args) > 1 {
 		v, err := strconv.ParseInt(string(r.args[1]), 10, 64)
 		if err != nil {
-			r.c.WriteError("ERR Protocol version is not an integer or out of range")
+			writeError(r.c, errf("Protocol version is not an integer or out of range"))
 			return
 		}
 		if v < 2 || v > 3 {
-			r.c.WriteError("NOPROTO unsupported protocol version")
+			writeError(r.c, wire.Error{Code: wire.NoProto, Text: "unsupported protocol version"})
 			return
 		}
 		proto, i = int(v), 2
@@ -83,7 +85,7 @@ func (b *Bridge) hello(r *request) {
 					return
 				}
 			} else if !authOK(r.args[i+1]) {
-				r.c.WriteError(wrongPass)
+				writeError(r.c, wrongPass)
 				return
 			}
 			i += 2
@@ -91,12 +93,12 @@ func (b *Bridge) hello(r *request) {
 			name, setName = r.args[i+1], true
 			i++
 		default:
-			r.c.WriteError(fmt.Sprintf("ERR Syntax error in HELLO option '%s'", r.args[i]))
+			writeError(r.c, errf("Syntax error in HELLO option '%s'", r.args[i]))
 			return
 		}
 	}
 	if setName && !validClientAttr(name) {
-		r.c.WriteError(badClientName)
+		writeError(r.c, badClientName)
 		return
 	}
 	if setName {
@@ -123,10 +125,10 @@ func (b *Bridge) hello(r *request) {
 // Authentication is not configured: like a Redis whose default user has no
 // password, any password of the default user is accepted, other users are
 // refused, and AUTH with only a password is an error.
-const (
-	wrongPass     = "WRONGPASS invalid username-password pair or user is disabled."
-	noPassword    = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
-	badClientName = "ERR Client names cannot contain spaces, newlines or special characters."
+var (
+	wrongPass     = wire.Error{Code: wire.WrongPass, Text: "invalid username-password pair or user is disabled."}
+	noPassword    = errf("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	badClientName = errf("Client names cannot contain spaces, newlines or special characters.")
 )
 
 func authOK(user []byte) bool { return string(user) == "default" }
@@ -137,7 +139,7 @@ func (b *Bridge) auth(r *request) {
 	case len(r.args) < 2:
 		wrongArity(r)
 	case len(r.args) > 3:
-		r.c.WriteError("ERR syntax error")
+		writeError(r.c, errSyntax)
 	case b.authRequired():
 		user, pass := []byte(DefaultUser), r.args[1]
 		if len(r.args) == 3 {
@@ -147,9 +149,9 @@ func (b *Bridge) auth(r *request) {
 			r.c.WriteString("OK")
 		}
 	case len(r.args) == 2:
-		r.c.WriteError(noPassword)
+		writeError(r.c, noPassword)
 	case !authOK(r.args[1]):
-		r.c.WriteError(wrongPass)
+		writeError(r.c, wrongPass)
 	default:
 		r.c.WriteString("OK")
 	}
@@ -164,9 +166,9 @@ func (b *Bridge) selectDB(r *request) {
 	v, err := strconv.ParseInt(string(r.args[1]), 10, 32)
 	switch {
 	case err != nil:
-		r.c.WriteError("ERR value is not an integer or out of range")
+		writeError(r.c, errNotInteger)
 	case v != 0:
-		r.c.WriteError("ERR DB index is out of range")
+		writeError(r.c, errf("DB index is out of range"))
 	default:
 		r.c.WriteString("OK")
 	}
@@ -193,11 +195,11 @@ func (b *Bridge) client(r *request) {
 	arity := map[string]int{"id": 2, "getname": 2, "setname": 3, "setinfo": 4, "info": 2}
 	n, ok := arity[sub]
 	if !ok {
-		r.c.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(r.args[1], 128)))
+		writeError(r.c, errf("unknown subcommand '%s'. Try CLIENT HELP.", truncate(r.args[1], 128)))
 		return
 	}
 	if len(r.args) != n {
-		r.c.WriteError(fmt.Sprintf("ERR wrong number of arguments for 'client|%s' command", sub))
+		writeError(r.c, errf("wrong number of arguments for 'client|%s' command", sub))
 		return
 	}
 	switch sub {
@@ -211,7 +213,7 @@ func (b *Bridge) client(r *request) {
 		r.c.WriteBulkString(r.conn.name)
 	case "setname":
 		if !validClientAttr(r.args[2]) {
-			r.c.WriteError(badClientName)
+			writeError(r.c, badClientName)
 			return
 		}
 		r.conn.name = string(r.args[2])
@@ -219,11 +221,11 @@ func (b *Bridge) client(r *request) {
 	case "setinfo":
 		attr := strings.ToLower(string(r.args[2]))
 		if attr != "lib-name" && attr != "lib-ver" {
-			r.c.WriteError(fmt.Sprintf("ERR Unrecognized option '%s'", r.args[2]))
+			writeError(r.c, errf("Unrecognized option '%s'", r.args[2]))
 			return
 		}
 		if !validClientAttr(r.args[3]) {
-			r.c.WriteError(fmt.Sprintf("ERR %s cannot contain spaces, newlines or special characters.", r.args[2]))
+			writeError(r.c, errf("%s cannot contain spaces, newlines or special characters.", r.args[2]))
 			return
 		}
 		if attr == "lib-name" {

@@ -2,13 +2,21 @@ package redisbridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencerlock/fencer/server"
+	"github.com/fencerlock/fencer/wire"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,9 +61,10 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 		{fmt.Errorf("%w: leadership lost while the command was in flight", server.ErrUnknownOutcome), "UNCERTAIN "},
 		{fmt.Errorf("%w: %v", server.ErrUnknownOutcome, context.DeadlineExceeded), "UNCERTAIN "},
 		{server.ErrNoLeader, "NOLEADER "},
-		{&server.NotLeaderError{Leader: "n2"}, "NOTLEADER "},
+		{&server.NotLeaderError{Leader: "n2"}, "NOTLEADER n2 - "},
 		{server.ErrShutdown, "SHUTDOWN "},
 		{fmt.Errorf("%w: its keys changed under it 16 times", server.ErrConflict), "TIMEOUT "},
+		{fmt.Errorf("withdrawn unsent: %w", context.DeadlineExceeded), "TIMEOUT "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.prefix, func(t *testing.T) {
@@ -132,4 +141,298 @@ func TestWaitKeepsAnEarlierUnknownOutcome(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	assert.Equal(t, 2, l.calls, "a second attempt ran")
+}
+
+// Every error of the node becomes a reply whose code is one of wire's, and
+// says what it should: the table must name every exported error of package
+// server (found in its source), so that a new one cannot go unmapped.
+func TestReplyOfEveryServerError(t *testing.T) {
+	deadline := context.DeadlineExceeded
+	cases := []struct {
+		name string // the server's error this case covers, if any
+		err  error
+		want wire.Code
+	}{
+		{"ErrInvalidArgument", fmt.Errorf("%w: empty key", server.ErrInvalidArgument), wire.Err},
+		{"ErrNoLeader", server.ErrNoLeader, wire.NoLeader},
+		{"ErrNoLeader", fmt.Errorf("%w: %v", server.ErrNoLeader, deadline), wire.NoLeader},
+		{"ErrNotLeader", server.ErrNotLeader, wire.NotLeader},
+		{"NotLeaderError", &server.NotLeaderError{Leader: "n2", LeaderAddr: "127.0.0.1:7379"}, wire.NotLeader},
+		{"NotLeaderError", &server.NotLeaderError{Leader: "n2"}, wire.NotLeader},
+		{"NotLeaderError", &server.NotLeaderError{}, wire.NotLeader},
+		{"NotLeaderError", fmt.Errorf("wrapped: %w", &server.NotLeaderError{Leader: "n 2", LeaderAddr: "[::1]:7379"}), wire.NotLeader},
+		{"ErrUnknownOutcome", fmt.Errorf("%w: %v", server.ErrUnknownOutcome, deadline), wire.Uncertain},
+		{"ErrUnknownOutcome", fmt.Errorf("%w: %w", server.ErrUnknownOutcome, server.ErrShutdown), wire.Uncertain},
+		{"ErrNotMember", server.ErrNotMember, wire.NoLeader},
+		{"ErrUnknownMember", fmt.Errorf("%w: %q", server.ErrUnknownMember, "n9"), wire.Err},
+		{"ErrDataDirInUse", server.ErrDataDirInUse, wire.Err},
+		{"ErrShutdown", server.ErrShutdown, wire.Shutdown},
+		{"ErrNotReady", fmt.Errorf("%w: no leader known", server.ErrNotReady), wire.Err},
+		{"ErrRestoreNotNew", server.ErrRestoreNotNew, wire.Err},
+		{"ErrConflict", fmt.Errorf("%w: its keys changed under it 16 times", server.ErrConflict), wire.Timeout},
+		{"ErrWrongType", server.ErrWrongType, wire.WrongType},
+		{"ErrLimit", fmt.Errorf("%w: the lock table holds its maximum of 3 locks", server.ErrLimit), wire.Err},
+		{"ErrDamaged", server.ErrDamaged, wire.Err},
+		// A deadline that passed before anything was proposed is TIMEOUT,
+		// however it is wrapped; a hang-up or Close is SHUTDOWN.
+		{"", deadline, wire.Timeout},
+		{"", fmt.Errorf("withdrawn: %w", deadline), wire.Timeout},
+		{"", context.Canceled, wire.Shutdown},
+		{"", errors.New("rediscompat: a stored value is corrupt"), wire.Err},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.name] = true
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			e := replyOf(tc.err)
+			require.True(t, e.Code.Known(), "%q", e)
+			assert.Equal(t, tc.want, e.Code, "%q", e)
+			assert.Equal(t, e, wire.Parse(e.String()), "the reply reads back")
+			if e.Code == wire.Err {
+				assert.NotContains(t, e.Text, "context deadline exceeded", "a deadline is TIMEOUT, never ERR")
+			}
+			var nl *server.NotLeaderError
+			if errors.As(tc.err, &nl) {
+				id, addr, ok := wire.ParseNotLeader(wire.Parse(e.String()))
+				assert.True(t, ok, "%q", e)
+				assert.Equal(t, [2]string{nl.Leader, nl.LeaderAddr}, [2]string{id, addr}, "%q", e)
+			}
+		})
+	}
+	for _, name := range serverErrors(t) {
+		assert.True(t, covered[name], "server.%s has no case here: add it, with the code it must be answered with", name)
+	}
+}
+
+// serverErrors returns the exported error variables (Err...) and error
+// types (...Error) that package server declares.
+func serverErrors(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	for _, f := range parseDir(t, "../server") {
+		for _, d := range f.file.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range g.Specs {
+				switch s := spec.(type) {
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						if strings.HasPrefix(n.Name, "Err") {
+							names = append(names, n.Name)
+						}
+					}
+				case *ast.TypeSpec:
+					if s.Name.IsExported() && strings.HasSuffix(s.Name.Name, "Error") {
+						names = append(names, s.Name.Name)
+					}
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, names)
+	return names
+}
+
+type sourceFile struct {
+	name string
+	file *ast.File
+	fset *token.FileSet
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(t *testing.T, dir string) []sourceFile {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	var out []sourceFile
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		require.NoError(t, err)
+		out = append(out, sourceFile{name: filepath.Base(p), file: f, fset: fset})
+	}
+	require.NotEmpty(t, out, dir)
+	return out
+}
+
+// No error reply is written around wire's codes. In redisbridge every one
+// is written in errors.go, from a wire.Error whose code is a constant of
+// package wire (or relayed from the Redis-compatible layer by writeReply).
+// In rediscompat, whose replies keep Redis's words, every error reply's
+// first word is a code of package wire, except where a Lua script's own
+// error is relayed. A new code fails here until it is added to package
+// wire (and docs/protocol.md).
+func TestErrorRepliesUseWireCodes(t *testing.T) {
+	codes := wireCodeNames(t)
+	for _, f := range parseDir(t, ".") {
+		inspectFuncs(f, func(fn string, n ast.Node) {
+			at := f.fset.Position(n.Pos()).String()
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				switch name := calleeName(n); {
+				case (strings.HasSuffix(name, "WriteError") || name == "redcon.AppendError") && f.name != "errors.go" && fn != "WriteError":
+					// (A method WriteError implements redcon.Conn for a
+					// buffer: it passes on what writeError gave it.)
+					t.Errorf("%s: %s outside errors.go: use writeError or writeErr", at, name)
+				case (name == "wire.Code" || name == "wire.Parse") && f.name != "errors.go":
+					t.Errorf("%s: %s outside errors.go: use a code of package wire", at, name)
+				case name == "writeRelayed" && fn != "writeReply":
+					t.Errorf("%s: writeRelayed is for the Redis-compatible layer's replies (writeReply) only", at)
+				}
+			case *ast.CompositeLit:
+				if sel, ok := n.Type.(*ast.SelectorExpr); ok && isIdent(sel.X, "wire") && sel.Sel.Name == "Error" && len(n.Elts) > 0 {
+					code, ok := compositeCode(n).(*ast.SelectorExpr)
+					if !ok || !isIdent(code.X, "wire") || !codes[code.Sel.Name] {
+						t.Errorf("%s: a wire.Error's Code must be a code constant of package wire", at)
+					}
+				}
+			case *ast.BasicLit:
+				if s, ok := stringLit(n); ok && len(s) > 1 && s[0] == '-' && s[1] >= 'A' && s[1] <= 'Z' && f.name != "errors.go" {
+					t.Errorf("%s: an error reply written by hand (%q): use errorLine", at, s)
+				}
+			}
+		})
+	}
+	for _, f := range parseDir(t, "../rediscompat") {
+		// A Lua error's message is not a reply: the script's reply is
+		// "ERR " and the message.
+		luaMessage := map[ast.Node]bool{}
+		inspectFuncs(f, func(_ string, n ast.Node) {
+			if c, ok := n.(*ast.CallExpr); ok && (calleeName(c) == "L.RaiseError" || calleeName(c) == "L.ArgError") {
+				for _, a := range c.Args {
+					ast.Inspect(a, func(m ast.Node) bool { luaMessage[m] = true; return true })
+				}
+			}
+		})
+		inspectFuncs(f, func(fn string, n ast.Node) {
+			at := f.fset.Position(n.Pos()).String()
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				// A conversion to Error, or redis.call's raise of a reply.
+				if name := calleeName(n); (name != "Error" && name != "v.raise") || len(n.Args) == 0 {
+					return
+				}
+				if lit, ok := leadingLiteral(n.Args[len(n.Args)-1]); ok {
+					if code := wire.Parse(lit).Code; !code.Known() {
+						t.Errorf("%s: error reply %q: %q is not a code of package wire", at, lit, code)
+					}
+				} else if !relays[fn] {
+					t.Errorf("%s: an error reply in %s that does not start with a literal code of package wire", at, fn)
+				}
+			case *ast.BasicLit:
+				// An error reply may also be a constant of type Error, or
+				// returned as one: a literal that starts with an upper-case
+				// word and a space must start with a code.
+				s, ok := stringLit(n)
+				word, _, spaced := strings.Cut(s, " ")
+				if ok && spaced && !luaMessage[n] && len(word) > 1 && strings.Trim(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" && !wire.Code(word).Known() {
+					t.Errorf("%s: %q starts with %q, which is not a code of package wire", at, s, word)
+				}
+			}
+		})
+	}
+}
+
+// relays are the functions of rediscompat that pass on an error reply made
+// elsewhere: a Lua script's own (scriptError, luaToReply), which keeps the
+// code the script gave it, and a command's, raised by redis.call (call).
+var relays = map[string]bool{"scriptError": true, "luaToReply": true, "call": true}
+
+// wireCodeNames returns the names of package wire's Code constants.
+func wireCodeNames(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	for _, f := range parseDir(t, "../wire") {
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			if v, ok := n.(*ast.ValueSpec); ok && v.Type != nil && isIdent(v.Type, "Code") {
+				for _, id := range v.Names {
+					names[id.Name] = true
+				}
+			}
+			return true
+		})
+	}
+	require.Len(t, names, len(wire.Codes()))
+	return names
+}
+
+// inspectFuncs calls visit for every node of f, with the name of the
+// top-level function it is in ("" outside functions).
+func inspectFuncs(f sourceFile, visit func(fn string, n ast.Node)) {
+	for _, d := range f.file.Decls {
+		fn := ""
+		if fd, ok := d.(*ast.FuncDecl); ok {
+			fn = fd.Name.Name
+		}
+		ast.Inspect(d, func(n ast.Node) bool {
+			if n != nil {
+				visit(fn, n)
+			}
+			return true
+		})
+	}
+}
+
+// calleeName is a call's function as written: "f", "x.f".
+func calleeName(c *ast.CallExpr) string {
+	switch f := c.Fun.(type) {
+	case *ast.Ident:
+		return f.Name
+	case *ast.SelectorExpr:
+		if x, ok := f.X.(*ast.Ident); ok {
+			return x.Name + "." + f.Sel.Name
+		}
+		return "." + f.Sel.Name
+	}
+	return ""
+}
+
+func stringLit(n *ast.BasicLit) (string, bool) {
+	if n.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(n.Value)
+	return s, err == nil
+}
+
+// leadingLiteral returns the string literal an expression starts with: the
+// literal itself, the left end of a concatenation, or a Sprintf's format.
+func leadingLiteral(e ast.Expr) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		return stringLit(e)
+	case *ast.BinaryExpr:
+		return leadingLiteral(e.X)
+	case *ast.ParenExpr:
+		return leadingLiteral(e.X)
+	case *ast.CallExpr:
+		if calleeName(e) == "fmt.Sprintf" && len(e.Args) > 0 {
+			return leadingLiteral(e.Args[0])
+		}
+	}
+	return "", false
+}
+
+// compositeCode returns the Code of a wire.Error literal, or nil.
+func compositeCode(c *ast.CompositeLit) ast.Expr {
+	for i, e := range c.Elts {
+		if kv, ok := e.(*ast.KeyValueExpr); ok {
+			if isIdent(kv.Key, "Code") {
+				return kv.Value
+			}
+		} else if i == 0 {
+			return e
+		}
+	}
+	return nil
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
 }

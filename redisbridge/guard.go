@@ -38,7 +38,8 @@ const (
 	// maxHeader bounds a "*n" or "$n" line: 19 digits, sign, CRLF.
 	maxHeader = 24
 	// overLimitCmd names the placeholder of a dropped command; its one
-	// argument is the error to answer. A client sending it gets that error.
+	// argument is the text of the ERR to answer. A client sending it gets
+	// that ERR.
 	overLimitCmd = "\x00overlimit"
 )
 
@@ -162,7 +163,7 @@ func (g *guard) header(b byte) string {
 		}
 		g.left, g.st = n, gsBulkHeader
 		if n > g.maxArgs {
-			g.over = fmt.Sprintf("ERR too many arguments: %d, at most %d per command", n, g.maxArgs)
+			g.over = tooManyArgs(n, g.maxArgs).Text
 		}
 	} else {
 		if n < 0 || n > maxBulk {
@@ -172,9 +173,9 @@ func (g *guard) header(b byte) string {
 		switch {
 		case g.over != "":
 		case n > g.maxBulkLen:
-			g.over = fmt.Sprintf("ERR argument too long: %d bytes, at most %d", n, g.maxBulkLen)
+			g.over = argTooLong(n, g.maxBulkLen).Text
 		case g.size > g.maxCommand:
-			g.over = fmt.Sprintf("ERR command too long: more than %d bytes", g.maxCommand)
+			g.over = errf("command too long: more than %d bytes", g.maxCommand).Text
 		}
 		g.need, g.st = n, gsBulkData
 		if n == 0 {
@@ -249,7 +250,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 			c.proto = ""
 			c.readErr = errProtocol
 			_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = c.Conn.Write([]byte("-ERR Protocol error: " + msg + "\r\n"))
+			_, _ = c.Conn.Write(errorLine(errf("Protocol error: %s", msg)))
 			return 0, errProtocol
 		case c.readErr != nil:
 			return 0, c.readErr

@@ -1,7 +1,6 @@
 package redisbridge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/server"
+	"github.com/fencerlock/fencer/wire"
 )
 
 // maxMillis bounds millisecond arguments before they become a Duration.
@@ -73,17 +73,17 @@ func (b *Bridge) acquire(r *request) {
 	}
 	ttl, ok := parseMillis(args[3])
 	if !ok {
-		r.c.WriteError("ERR value is not an integer or out of range")
+		writeError(r.c, errNotInteger)
 		return
 	}
 	var wait time.Duration
 	if len(args) == 6 {
 		if !strings.EqualFold(string(args[4]), "WAIT") {
-			r.c.WriteError("ERR syntax error")
+			writeError(r.c, errSyntax)
 			return
 		}
 		if wait, ok = parseMillis(args[5]); !ok {
-			r.c.WriteError("ERR value is not an integer or out of range")
+			writeError(r.c, errNotInteger)
 			return
 		}
 	}
@@ -126,12 +126,13 @@ func (b *Bridge) acquire(r *request) {
 		case errors.As(err, &nl) && nl.LeaderAddr != "":
 			raw := resp.AppendCommand(nil, args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
 			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, raw)
+			code := replyCode(reply)
 			switch {
 			case ferr != nil:
 				uncertain = uncertain || sent
 				last = server.ErrNoLeader
-			case resendable(reply):
-				uncertain = uncertain || bytes.HasPrefix(reply, []byte("-UNCERTAIN ")) || bytes.HasPrefix(reply, []byte("-SHUTDOWN "))
+			case resendable(code):
+				uncertain = uncertain || code == wire.Uncertain || code == wire.Shutdown
 				last = server.ErrNoLeader
 			default:
 				r.c.WriteRaw(reply)
@@ -171,11 +172,10 @@ func (b *Bridge) endWait(r *request, uncertain bool, last error) {
 
 // resendable reports whether a leader's reply to a waiting acquire means
 // "ask the new leader": it lost leadership, or had none.
-func resendable(reply []byte) bool {
-	for _, p := range []string{"-UNCERTAIN ", "-NOTLEADER ", "-NOLEADER ", "-SHUTDOWN "} {
-		if bytes.HasPrefix(reply, []byte(p)) {
-			return true
-		}
+func resendable(code wire.Code) bool {
+	switch code {
+	case wire.Uncertain, wire.NotLeader, wire.NoLeader, wire.Shutdown:
+		return true
 	}
 	return false
 }
@@ -201,7 +201,7 @@ func (b *Bridge) extend(r *request) {
 	}
 	ttl, ok := parseMillis(r.args[3])
 	if !ok {
-		r.c.WriteError("ERR value is not an integer or out of range")
+		writeError(r.c, errNotInteger)
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
@@ -303,7 +303,7 @@ func (b *Bridge) check(r *request) {
 	}
 	tok, err := strconv.ParseUint(string(r.args[2]), 10, 64)
 	if err != nil {
-		r.c.WriteError("ERR value is not an integer or out of range")
+		writeError(r.c, errNotInteger)
 		return
 	}
 	ctx, cancel := b.requestCtx(0)

@@ -19,7 +19,7 @@ func (b *Bridge) snapshot(r *request) {
 	}
 	s, ok := b.locker.(tableSnapshotter)
 	if !ok {
-		r.c.WriteError("ERR this server cannot snapshot its table")
+		writeError(r.c, errf("this server cannot snapshot its table"))
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
