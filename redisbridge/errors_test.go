@@ -173,6 +173,9 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		{"ErrWrongType", server.ErrWrongType, wire.WrongType},
 		{"ErrLimit", fmt.Errorf("%w: the lock table holds its maximum of 3 locks", server.ErrLimit), wire.Err},
 		{"ErrDamaged", server.ErrDamaged, wire.Err},
+		// A configuration is checked at start, never in a request; were one
+		// answered, it is the request's error.
+		{"ConfigError", &server.ConfigError{Pkg: "server", Field: "MinTTL", Reason: "must be positive"}, wire.Err},
 		// A deadline that passed before anything was proposed is TIMEOUT,
 		// however it is wrapped; a hang-up or Close is SHUTDOWN.
 		{"", deadline, wire.Timeout},

@@ -1,7 +1,6 @@
 package redisbridge
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/fencerlock/fencer/wire"
