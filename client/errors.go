@@ -76,6 +76,9 @@ type failure struct {
 	transient bool
 	// leader is the leader's client address when the node named it.
 	leader string
+	// arg is the argument an invalid-argument reply named (wire
+	// FormatInvalidArgument): "wait", "ttl", ...
+	arg string
 }
 
 // classify sorts an error from go-redis by the code of the error reply
@@ -101,7 +104,8 @@ func classify(err error) failure {
 	case wire.NoPerm:
 		return failure{err: fmt.Errorf("%w: %s", ErrNoPerm, e)}
 	case wire.Err:
-		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, e.Text)}
+		arg, _, _ := wire.ParseInvalidArgument(e)
+		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, e.Text), arg: arg}
 	}
 	return failure{err: fmt.Errorf("client: unexpected reply: %s", e)}
 }

@@ -23,6 +23,22 @@ type replyErr string
 func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
 
+// An invalid-argument reply names its argument (the wait loop shortens its
+// rounds on "wait"); any other ERR names none.
+func TestClassifyNamesTheArgument(t *testing.T) {
+	for reply, arg := range map[string]string{
+		wire.FormatInvalidArgument("wait", "1h0m0s is outside 0s..1m0s").String(): "wait",
+		"ERR invalid argument: ttl: 50ms is outside 100ms..24h0m0s":               "ttl",
+		"ERR invalid argument wait 1h":                                            "",
+		"ERR wrong number of arguments for 'fence.acquire' command":               "",
+	} {
+		f := classify(replyErr(reply))
+		if f.arg != arg || !errors.Is(f.err, ErrInvalidArgument) {
+			t.Errorf("classify(%q) = arg %q, err %v; want arg %q and ErrInvalidArgument", reply, f.arg, f.err, arg)
+		}
+	}
+}
+
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		err       error
@@ -40,7 +56,7 @@ func TestClassify(t *testing.T) {
 		{replyErr("SHUTDOWN the server is shutting down"), true, "", nil},
 		{replyErr("TIMEOUT the request timed out before it took effect; retry later"), true, "", nil},
 		{replyErr("NOSCRIPT No matching script. Please use EVAL."), false, "", nil},
-		{replyErr("ERR invalid argument: ttl 50ms is outside 100ms..24h0m0s"), false, "", ErrInvalidArgument},
+		{replyErr("ERR invalid argument: ttl: 50ms is outside 100ms..24h0m0s"), false, "", ErrInvalidArgument},
 		{replyErr("ERR wrong number of arguments for 'fence.acquire' command"), false, "", ErrInvalidArgument},
 		{replyErr("WRONGTYPE something else"), false, "", nil},
 		{replyErr("WRONGPASS invalid username-password pair or user is disabled."), false, "", ErrAuth},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -152,8 +151,7 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 				continue
 			}
 			f := classify(r.err)
-			if !f.transient && errors.Is(f.err, ErrInvalidArgument) &&
-				strings.Contains(f.err.Error(), "wait") && round > minRound {
+			if f.arg == "wait" && round > minRound {
 				// The server allows shorter waits (fencerd --max-wait).
 				round = max(round/2, minRound)
 				start()

@@ -38,7 +38,10 @@ func errf(format string, args ...any) wire.Error {
 func replyOf(err error) wire.Error {
 	text := strings.TrimPrefix(err.Error(), "server: ")
 	var nl *server.NotLeaderError
+	var arg *server.ArgumentError
 	switch {
+	case errors.As(err, &arg):
+		return wire.FormatInvalidArgument(arg.Arg, arg.Reason)
 	case errors.Is(err, server.ErrInvalidArgument):
 		return wire.Error{Code: wire.Err, Text: text}
 	case errors.Is(err, server.ErrUnknownOutcome):

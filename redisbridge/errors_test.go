@@ -154,6 +154,7 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		want wire.Code
 	}{
 		{"ErrInvalidArgument", fmt.Errorf("%w: empty key", server.ErrInvalidArgument), wire.Err},
+		{"ArgumentError", &server.ArgumentError{Arg: "wait", Reason: "1h0m0s is outside 0s..1m0s"}, wire.Err},
 		{"ErrNoLeader", server.ErrNoLeader, wire.NoLeader},
 		{"ErrNoLeader", fmt.Errorf("%w: %v", server.ErrNoLeader, deadline), wire.NoLeader},
 		{"ErrNotLeader", server.ErrNotLeader, wire.NotLeader},

@@ -72,6 +72,21 @@ func (e *NotLeaderError) Error() string {
 // Unwrap makes errors.Is(err, ErrNotLeader) true.
 func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+// ArgumentError is the ErrInvalidArgument of a request, naming the argument
+// that is wrong (key, owner, ttl, wait, id, address, command), so that a
+// caller can act on which one it was.
+type ArgumentError struct {
+	Arg    string
+	Reason string
+}
+
+func (e *ArgumentError) Error() string {
+	return "server: invalid argument: " + e.Arg + ": " + e.Reason
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidArgument) true.
+func (e *ArgumentError) Unwrap() error { return ErrInvalidArgument }
+
+func invalid(arg, format string, args ...any) error {
+	return &ArgumentError{Arg: arg, Reason: fmt.Sprintf(format, args...)}
 }

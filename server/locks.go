@@ -50,7 +50,7 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 		return Grant{}, false, err
 	}
 	if wait < 0 || wait > n.cfg.MaxWait {
-		return Grant{}, false, invalid("wait %v is outside 0..%v", wait, n.cfg.MaxWait)
+		return Grant{}, false, invalid("wait", "%v is outside 0..%v", wait, n.cfg.MaxWait)
 	}
 	if err := n.waitReady(ctx); err != nil {
 		return Grant{}, false, err
@@ -232,7 +232,7 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 	data := c.Encode(nil)
 	if len(data) > fsm.MaxEntrySize {
 		// Unreachable with validated limits; a guard, not a code path.
-		return nil, invalid("entry of %d bytes exceeds %d", len(data), fsm.MaxEntrySize)
+		return nil, invalid("command", "its entry of %d bytes exceeds %d", len(data), fsm.MaxEntrySize)
 	}
 	ch := make(chan applied, 1)
 	id := n.batch.submitAndSend(data, func(r *fsm.Result, err error) {
@@ -267,10 +267,10 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 
 func (n *Node) checkKey(key string) error {
 	if key == "" {
-		return invalid("empty key")
+		return invalid("key", "empty")
 	}
 	if len(key) > n.cfg.MaxKeyLen {
-		return invalid("key of %d bytes is longer than %d", len(key), n.cfg.MaxKeyLen)
+		return invalid("key", "%d bytes, longer than %d", len(key), n.cfg.MaxKeyLen)
 	}
 	return nil
 }
@@ -280,10 +280,10 @@ func (n *Node) checkNames(key, owner string) error {
 		return err
 	}
 	if owner == "" {
-		return invalid("empty owner")
+		return invalid("owner", "empty")
 	}
 	if len(owner) > n.cfg.MaxOwnerLen {
-		return invalid("owner of %d bytes is longer than %d", len(owner), n.cfg.MaxOwnerLen)
+		return invalid("owner", "%d bytes, longer than %d", len(owner), n.cfg.MaxOwnerLen)
 	}
 	return nil
 }
@@ -293,7 +293,7 @@ func (n *Node) checkLease(key, owner string, ttl time.Duration) error {
 		return err
 	}
 	if ttl < n.cfg.MinTTL || ttl > n.cfg.MaxTTL {
-		return invalid("ttl %v is outside %v..%v", ttl, n.cfg.MinTTL, n.cfg.MaxTTL)
+		return invalid("ttl", "%v is outside %v..%v", ttl, n.cfg.MinTTL, n.cfg.MaxTTL)
 	}
 	return nil
 }

@@ -68,11 +68,11 @@ func (n *Node) KnownMembers(ctx context.Context) ([]Member, error) {
 // no-op, so a node may retry its join until it succeeds.
 func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error {
 	if id == "" {
-		return invalid("empty node id")
+		return invalid("id", "empty")
 	}
 	for _, a := range []string{raftAddr, clientAddr} {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return invalid("address %q: %v", a, err)
+			return invalid("address", "%q: %v", a, err)
 		}
 	}
 	conf, err := n.leaderConfiguration(ctx)

@@ -350,7 +350,7 @@ func (tx *Tx) apply(c fsm.Command) (*fsm.Result, error) {
 	tx.touch(c.Key)
 	r, err := tx.d.Apply(c)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, invalid("command", "%v", err)
 	}
 	return r, nil
 }

@@ -123,3 +123,30 @@ func unfield(w string) (string, bool) {
 	}
 	return sb.String(), true
 }
+
+// invalidPrefix starts the text of an ERR reply to an invalid argument.
+const invalidPrefix = "invalid argument: "
+
+// FormatInvalidArgument is the ERR reply to a request whose argument arg
+// (key, owner, ttl, wait, id, address, command) is wrong:
+//
+//	ERR invalid argument: <arg>: <reason>
+//
+// arg is one word. Nothing was done; the request as it is will not pass.
+func FormatInvalidArgument(arg, reason string) Error {
+	return Error{Code: Err, Text: invalidPrefix + arg + ": " + reason}
+}
+
+// ParseInvalidArgument returns the argument an invalid-argument reply names
+// and the reason; ok is false if e is not one.
+func ParseInvalidArgument(e Error) (arg, reason string, ok bool) {
+	rest, found := strings.CutPrefix(e.Text, invalidPrefix)
+	if e.Code != Err || !found {
+		return "", "", false
+	}
+	arg, reason, found = strings.Cut(rest, ": ")
+	if !found || arg == "" || strings.ContainsAny(arg, " \t") {
+		return "", "", false
+	}
+	return arg, reason, true
+}

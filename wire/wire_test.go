@@ -102,3 +102,19 @@ func ExampleParseNotLeader() {
 	// NOTLEADER node-2 127.0.0.1:7379 true
 	// NOTLEADER node-2 - not the leader, and the leader's client address is not known yet: retry later
 }
+
+func TestInvalidArgumentRoundTrip(t *testing.T) {
+	e := wire.FormatInvalidArgument("wait", "1h0m0s is outside 0s..1m0s")
+	if got, want := e.String(), "ERR invalid argument: wait: 1h0m0s is outside 0s..1m0s"; got != want {
+		t.Fatalf("String() = %q, want %q", got, want)
+	}
+	arg, reason, ok := wire.ParseInvalidArgument(wire.Parse(e.String()))
+	if !ok || arg != "wait" || reason != "1h0m0s is outside 0s..1m0s" {
+		t.Errorf("ParseInvalidArgument = %q, %q, %v", arg, reason, ok)
+	}
+	for _, r := range []string{"ERR syntax error", "ERR invalid argument: no colon", "WRONGTYPE invalid argument: wait: x", "ERR invalid argument: two words: x"} {
+		if _, _, ok := wire.ParseInvalidArgument(wire.Parse(r)); ok {
+			t.Errorf("ParseInvalidArgument(%q) is ok", r)
+		}
+	}
+}
