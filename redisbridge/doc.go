@@ -3,15 +3,16 @@
 // Redlock clients send, to calls on the server it is given, through the
 // small Locker interface declared here. It knows nothing of Raft.
 //
-// The Redis side (redis.go, scripts.go, redisson.go, pubsub.go,
-// connection.go) makes existing lock clients work unchanged: SET NX and
-// friends keep Redis's semantics (or, with Config.RedlockMultiEndpoint, the
-// native idempotent ones); no Lua is run, the known lock scripts of
-// redsync, node-redlock, redis-py and Redisson are recognised by the SHA1
-// of their exact text (scripttexts.go) and performed as server calls; HELLO
-// 3 switches a connection to RESP3, and its forwarded commands travel over
-// forwarding connections that speak RESP3 too. docs/redlock.md describes
-// it for users.
+// Layout: bridge.go (the server, the command table, request dispatch),
+// config.go (Config and its checks), errors.go (every error reply, with
+// the codes of package wire), native.go (FENCE.ACQUIRE and the other
+// native lock commands), compat.go (the Redis commands and scripts, run by
+// package rediscompat's engine, Lua included, on the node's transactions),
+// pubsub.go, connection.go and hangup*.go (connections, RESP3, clients that
+// hang up), forward.go and join.go (a follower forwarding to the leader, a
+// node joining), admin.go and snapshot.go (cluster administration), auth.go,
+// guard.go and limits.go (users, ACL checks, limits). docs/redlock.md
+// describes the Redis side for users, docs/protocol.md the native one.
 //
 // Every handler checks its arguments first and answers with Redis's own error
 // wording where Redis has one; a bad request never closes the connection.
