@@ -366,7 +366,7 @@ func clusterRoundTrip(conn net.Conn, r *bufio.Reader, timeout time.Duration, arg
 	if _, err := conn.Write(resp.Command(args...)); err != nil {
 		return nil, err
 	}
-	return readReply(r)
+	return resp.ReadPlain(r)
 }
 
 // clusterRetryPrefixes start the error replies that mean "the outcome is
