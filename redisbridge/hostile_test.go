@@ -16,7 +16,7 @@ import (
 // node keeps serving everyone else. Each case runs over a raw TCP connection
 // against a real node and bridge.
 func TestHostileInput(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	keeper := dialRaw(t, addr)
 	require.Equal(t, "+OK\r\n", keeper.do("SET", "kept", "v", "NX", "PX", "60000"))
 
@@ -58,7 +58,7 @@ func TestHostileInput(t *testing.T) {
 // with errors, and the connection is closed once the client stops sending
 // (here, by the client; Redis closes on "Host:" and "POST", fencer need not).
 func TestHTTPRequestOnTheRESPPort(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
@@ -73,7 +73,7 @@ func TestHTTPRequestOnTheRESPPort(t *testing.T) {
 
 // Commands before the malformed one are answered first, in order.
 func TestProtocolErrorAfterGoodCommands(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()

@@ -26,7 +26,7 @@ func tlsPing(t *testing.T, addr string, cfg *tls.Config) error {
 // TCP client are refused.
 func TestTLSClientPort(t *testing.T) {
 	ca, foreign := testca.New(t, "test CA"), testca.New(t, "test CA")
-	addr := startLimited(t, nil, func(c *Config) {
+	addr, _ := startBridge(t, nil, func(c *Config) {
 		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
 			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	})
@@ -57,7 +57,7 @@ func TestTLSClientPort(t *testing.T) {
 // left unread on the socket in front of the FIN.
 func TestTLSHangupLeavesTheQueue(t *testing.T) {
 	ca := testca.New(t, "test CA")
-	addr := startLimited(t, nil, func(c *Config) {
+	addr, _ := startBridge(t, nil, func(c *Config) {
 		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
 			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	})
