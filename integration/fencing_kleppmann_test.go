@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencerlock/fencer/fence/fencehttp"
 	"github.com/fencerlock/fencer/fence/fenceredis"
+	"github.com/fencerlock/fencer/internal/redistest"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -170,9 +171,9 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 	story := newFencingStory(t, "fencer + fenced Redis store: the stale SET is refused by the Lua script")
 	d := startFencerd(t)
 	fencingWaitLeader(t, d)
-	storeRedis := startFencingRedis(t, 1)[0]
-	storeURL := "redis://" + storeRedis.addr + "/report"
-	story.say("setup    │ fencerd at %s; store is redis-server %s, written through fenceredis", d.addr, storeRedis.addr)
+	storeRedis := redistest.Start(t)
+	storeURL := "redis://" + storeRedis.Addr + "/report"
+	story.say("setup    │ fencerd at %s; store is redis-server %s, written through fenceredis", d.addr, storeRedis.Addr)
 
 	p := startFencingClient(t, story, "-lock", "fencer", "-fencer", d.addr, "-key", "report", "-owner", "client-1",
 		"-ttl", fencingTTL.String(), "-store", storeURL, "-value", fencingValue1)
@@ -181,7 +182,7 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 
 	tok2 := fencingAcquire(t, story, d, "report", p)
 	story.say("client 2 │ acquired lock \"report\": token %d, %.2fs after client 1 was paused", tok2, time.Since(paused).Seconds())
-	rc := redis.NewClient(&redis.Options{Addr: storeRedis.addr})
+	rc := redis.NewClient(&redis.Options{Addr: storeRedis.Addr})
 	defer rc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), fencingStep)
 	defer cancel()
@@ -216,12 +217,12 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 // what fencer's tokens are for.
 func TestFencingKleppmannRedsyncCorrupts(t *testing.T) {
 	story := newFencingStory(t, "redsync (Redlock, 5 Redis servers) + plain store: the paused client corrupts the data")
-	servers := startFencingRedis(t, 5)
+	servers := redistest.StartN(t, 5)
 	var addrs []string
 	var pools []redsyncredis.Pool
 	for _, s := range servers {
-		addrs = append(addrs, s.addr)
-		c := redis.NewClient(&redis.Options{Addr: s.addr})
+		addrs = append(addrs, s.Addr)
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
 		defer c.Close()
 		pools = append(pools, goredis.NewPool(c))
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencerlock/fencer/internal/resp"
+	"github.com/fencerlock/fencer/internal/redistest"
 )
 
 // The fencerd binaries built by TestMain: as shipped, and with -tags
@@ -236,24 +235,7 @@ func pingOnce(addr string) error {
 	if err != nil {
 		return err
 	}
-	return pingConn(c)
-}
-
-// pingConn sends PING on c, checks the reply and closes c.
-func pingConn(c net.Conn) error {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(resp.Command("PING")); err != nil {
-		return err
-	}
-	v, err := resp.ReadValue(bufio.NewReader(c))
-	if err != nil {
-		return err
-	}
-	if v.Kind != resp.SimpleString || v.Str != "PONG" {
-		return fmt.Errorf("PING answered %v", v)
-	}
-	return nil
+	return redistest.Ping(c)
 }
 
 // kill9 kills the running process with SIGKILL and waits for it.

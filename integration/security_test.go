@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/redistest"
 	"github.com/fencerlock/fencer/internal/testca"
 )
 
@@ -307,7 +308,7 @@ func secTLSPing(addr string, cfg *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	return pingConn(c)
+	return redistest.Ping(c)
 }
 
 // secDialTLS opens a RESP connection over TLS, closed when the test ends.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencerlock/fencer/fence"
 	"github.com/fencerlock/fencer/fence/fenceredis"
+	"github.com/fencerlock/fencer/internal/redistest"
 )
 
 func wantStale(t *testing.T, err error, key string, token, highest uint64) {
@@ -35,7 +36,7 @@ func must(t *testing.T, err error) {
 
 func TestSetHSetDel(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c)
 
 	if _, ok, err := s.Highest(ctx, "k"); ok || err != nil {
@@ -81,7 +82,7 @@ func TestSetHSetDel(t *testing.T) {
 // does not record its token.
 func TestFailedWriteChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c)
 	must(t, s.Set(ctx, "k", 2, "a string", 0))
 	err := s.HSet(ctx, "k", 7, "f", "v")
@@ -98,7 +99,7 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 // doubles would round, and across a change of length.
 func TestLargeTokens(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c)
 	must(t, s.Set(ctx, "k", 9, "x", 0))
 	must(t, s.Set(ctx, "k", 10, "x", 0))
@@ -112,7 +113,7 @@ func TestLargeTokens(t *testing.T) {
 
 func TestWithTokenKey(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c, fenceredis.WithTokenKey(func(key string) string { return "tokens:" + key }))
 	must(t, s.Set(ctx, "k", 12, "v", 0))
 	if v := c.Get(ctx, "tokens:k").Val(); v != "12" {
@@ -131,9 +132,9 @@ func TestWithTokenKey(t *testing.T) {
 func TestConcurrentInterleavedTokens(t *testing.T) {
 	const holders, writes = 8, 30
 	ctx := context.Background()
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	mon := startMonitor(t, srv)
-	s := fenceredis.New(srv.client(t))
+	s := fenceredis.New(client(t, srv))
 	refused := make([]int, holders+1)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -167,7 +168,7 @@ func TestConcurrentInterleavedTokens(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	srv.client(t).Echo(ctx, "end of test writes")
+	client(t, srv).Echo(ctx, "end of test writes")
 	landed := map[string][]uint64{}
 	re := regexp.MustCompile(`\[\d+ lua\] "SET" "fence:\{(doc|hash)\}" "(\d+)"`)
 	total := 0
@@ -195,7 +196,7 @@ func TestConcurrentInterleavedTokens(t *testing.T) {
 	if total != holders*writes {
 		t.Errorf("%d writes landed or were refused, want %d", total, holders*writes)
 	}
-	if got := srv.client(t).HGet(ctx, "hash", "by").Val(); !regexp.MustCompile(fmt.Sprintf("^holder %d ", holders)).MatchString(got) {
+	if got := client(t, srv).HGet(ctx, "hash", "by").Val(); !regexp.MustCompile(fmt.Sprintf("^holder %d ", holders)).MatchString(got) {
 		t.Errorf("hash holds %q, want the newest holder's write", got)
 	}
 }
