@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/client"
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 const (
@@ -216,15 +216,9 @@ func (d *daemon) clStop(t *testing.T) {
 // clFencerBin builds the fencer command into a temporary directory.
 func clFencerBin(t *testing.T) string {
 	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := filepath.Join(t.TempDir(), "fencer")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/fencer")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building fencer: %v\n%s", err, out)
+	if err := testbin.Build(bin, "cmd/fencer"); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fencerlock/fencer/fence"
 	"github.com/fencerlock/fencer/fence/fencehttp"
+	"github.com/fencerlock/fencer/internal/testbin"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,17 +31,8 @@ import (
 // fencingClientBin is the lockclient binary (internal/cmd/lockclient), built
 // once, beside the fencerd that TestMain built (and removes).
 var fencingClientBin = sync.OnceValues(func() (string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
 	bin := filepath.Join(filepath.Dir(fencerdBin), "lockclient")
-	build := exec.Command("go", "build", "-o", bin, "./internal/cmd/lockclient")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building lockclient: %v\n%s", err, out)
-	}
-	return bin, nil
+	return bin, testbin.Build(bin, "internal/cmd/lockclient")
 })
 
 // fencingStory prints the scenario as it happens, with the time since it

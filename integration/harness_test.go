@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/internal/redistest"
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 // The fencerd binaries built by TestMain: as shipped, and with -tags
@@ -39,11 +40,6 @@ func runMain(m *testing.M) int {
 			" Install it (Debian/Ubuntu: apt-get install redis-tools) and run them again.")
 		return 1
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration:", err)
-		return 1
-	}
 	dir, err := os.MkdirTemp("", "fencer-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
@@ -52,34 +48,14 @@ func runMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	fencerdBin = filepath.Join(dir, "fencerd")
 	faultyBin = filepath.Join(dir, "fencerd-faults")
-	for _, b := range [][]string{{"-o", fencerdBin}, {"-o", faultyBin, "-tags", "fencer_faults"}} {
-		build := exec.Command("go", append(append([]string{"build"}, b...), "./cmd/fencerd")...)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "integration: building fencerd %v in %s: %v\n%s", b, root, err, out)
-			return 1
-		}
+	if err := errors.Join(
+		testbin.Build(fencerdBin, "cmd/fencerd"),
+		testbin.Build(faultyBin, "cmd/fencerd", "-tags", "fencer_faults"),
+	); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: building fencerd:", err)
+		return 1
 	}
 	return m.Run()
-}
-
-// moduleRoot returns the nearest directory at or above the working directory
-// (the package directory under go test) that holds go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod found above the package directory")
-		}
-		dir = parent
-	}
 }
 
 // daemon is one fencerd: its flags and data directory, which outlive the

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 // The soak: a three-node cluster under the campaign's workloads, the Go
@@ -115,7 +117,7 @@ func envSoak(t *testing.T) soakConfig {
 	}
 	if out := os.Getenv("SOAK_OUT"); out != "" {
 		if !filepath.IsAbs(out) {
-			root, err := moduleRoot()
+			root, err := testbin.ModuleRoot()
 			if err != nil {
 				t.Fatal(err)
 			}
