@@ -93,7 +93,7 @@ func (r *report) violations(prefix string) []string {
 func envCampaign(t *testing.T, n int) (campaign, bool) {
 	t.Helper()
 	c := campaign{nodes: n, duration: defaultDuration, clientsPerNode: defaultClients, bin: fencerdBin,
-		seed:      uint64(time.Now().UnixNano()),
+		seed:      envSeed(t, "CHAOS_SEED"),
 		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync},
 		kinds:     deck, first: killLeader, lazy: os.Getenv("CHAOS_LAZYFS") != "0"}
 	if !c.lazy {
@@ -102,19 +102,8 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 	if s := os.Getenv("CHAOS_NODES"); s != "" && !slices.Contains(atois(t, "CHAOS_NODES", strings.Fields(s)), n) {
 		return c, false
 	}
-	if s := os.Getenv("CHAOS_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("CHAOS_DURATION=%q: want a positive duration such as 3m", s)
-		}
+	if d, set := envDuration(t, "CHAOS_DURATION"); set {
 		c.duration = d
-	}
-	if s := os.Getenv("CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("CHAOS_SEED=%q: want an unsigned integer", s)
-		}
-		c.seed = v
 	}
 	if s := os.Getenv("CHAOS_CLIENTS"); s != "" {
 		c.clientsPerNode = atois(t, "CHAOS_CLIENTS", []string{s})[0]
@@ -123,6 +112,36 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 		}
 	}
 	return c, true
+}
+
+// envDuration reads the environment variable name, a positive duration;
+// set is false if it is empty.
+func envDuration(t *testing.T, name string) (d time.Duration, set bool) {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration such as 3m", name, s)
+	}
+	return d, true
+}
+
+// envSeed reads the environment variable name, a seed that repeats a run's
+// schedule, or draws a new seed if it is empty.
+func envSeed(t *testing.T, name string) uint64 {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want an unsigned integer", name, s)
+	}
+	return v
 }
 
 func atois(t *testing.T, name string, ss []string) []int {

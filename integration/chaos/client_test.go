@@ -77,6 +77,18 @@ func (c *counters) odd(cmd string, v any) {
 	}
 }
 
+// tally counts one operation of a client library (redsync, the Go client),
+// failed if err is not nil, and reports whether it succeeded.
+func (c *counters) tally(err error) bool {
+	c.ops.Add(1)
+	if err != nil {
+		c.failedOps.Add(1)
+		return false
+	}
+	c.okOps.Add(1)
+	return true
+}
+
 // client is one workload client bound to one node. It runs in its own
 // goroutine; everything in it is used by that goroutine only.
 type client struct {
@@ -128,6 +140,32 @@ func (cl *client) do(timeout time.Duration, args ...string) (reply any, out outc
 		cl.count.unknownOps.Add(1)
 	}
 	return v, out, call, ret
+}
+
+// statusRead is one FENCE.STATUS a client sent and its answer, decoded.
+type statusRead struct {
+	owner     string
+	token     uint64
+	held      bool
+	reply     any // as received, for messages
+	call, ret int64
+}
+
+// status sends FENCE.STATUS key. read is false when the answer says nothing
+// either way: an error reply, a lost connection, or a reply of the wrong
+// shape (counted as odd).
+func (cl *client) status(key string) (r statusRead, read bool) {
+	var out outcome
+	r.reply, out, r.call, r.ret = cl.do(clientTimeout, "FENCE.STATUS", key)
+	if out != ok {
+		return r, false
+	}
+	var err error
+	if r.owner, r.token, r.held, err = asStatus(r.reply); err != nil {
+		cl.count.odd("FENCE.STATUS", r.reply)
+		return r, false
+	}
+	return r, true
 }
 
 // think pauses between operations, so that the clients load the cluster

@@ -114,11 +114,7 @@ func envClockRates(t *testing.T) ([]float64, time.Duration) {
 			rates = append(rates, v)
 		}
 	}
-	if s := os.Getenv("CHAOS_CLOCK_DURATION"); s != "" {
-		v, err := time.ParseDuration(s)
-		if err != nil || v <= 0 {
-			t.Fatalf("CHAOS_CLOCK_DURATION=%q: want a positive duration such as 1m", s)
-		}
+	if v, set := envDuration(t, "CHAOS_CLOCK_DURATION"); set {
 		d = v
 	}
 	return rates, d
@@ -429,11 +425,7 @@ func (w *fencedWorkload) writeBy(cl *client, writes *writeLog, key, owner string
 		w.countStale(err)
 		return
 	}
-	w.acked.Add(1)
-	w.mu.Lock()
-	w.ackedIDs[key] = append(w.ackedIDs[key], owner)
-	w.ackedToks[owner] = tok
-	w.mu.Unlock()
+	w.ack(key, owner, tok)
 }
 
 // clockTable renders the rows as a markdown table.

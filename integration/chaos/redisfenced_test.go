@@ -119,15 +119,12 @@ func (w *fencedWorkload) runRedsync(cl *client, c *cluster, stop <-chan struct{}
 		call := cl.clk.now()
 		err := m.Lock()
 		ret := cl.clk.now()
-		cl.count.ops.Add(1)
-		if err != nil {
-			cl.count.failedOps.Add(1)
+		if !cl.count.tally(err) {
 			// A Lock that failed may still hold the key on the server
 			// (its reply lost); redsync has released what it knew of.
 			cl.think()
 			continue
 		}
-		cl.count.okOps.Add(1)
 		until := int64(m.Until().Sub(cl.clk.start))
 		g := grant{workload: "redsync", key: key, owner: m.Value(), ttl: fencedTTL, call: call, ret: ret, validUntil: until}
 		tv, tout, _, _ := cl.do(clientTimeout, "FENCE.TOKEN", key, m.Value())

@@ -89,31 +89,13 @@ func (cfg soakConfig) faultEvery() string {
 func envSoak(t *testing.T) soakConfig {
 	t.Helper()
 	cfg := soakConfig{duration: soakShortDuration, sample: soakShortSample, faultMin: soakShortFaultMin, faultMax: soakShortFaultMax,
-		seed: uint64(time.Now().UnixNano()), clientsPerNode: soakClientsPerNode, leases: soakLeaseClients}
-	positive := func(name string) (time.Duration, bool) {
-		s := os.Getenv(name)
-		if s == "" {
-			return 0, false
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("%s=%q: want a positive duration such as 60m", name, s)
-		}
-		return d, true
-	}
-	if d, set := positive("SOAK_DURATION"); set {
+		seed: envSeed(t, "SOAK_SEED"), clientsPerNode: soakClientsPerNode, leases: soakLeaseClients}
+	if d, set := envDuration(t, "SOAK_DURATION"); set {
 		cfg.duration, cfg.sample = d, soakSample
 		cfg.faultMin, cfg.faultMax = soakFaultEvery, soakFaultEvery
 	}
-	if d, set := positive("SOAK_SAMPLE"); set {
+	if d, set := envDuration(t, "SOAK_SAMPLE"); set {
 		cfg.sample = d
-	}
-	if s := os.Getenv("SOAK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SOAK_SEED=%q: want an unsigned integer", s)
-		}
-		cfg.seed = v
 	}
 	if out := os.Getenv("SOAK_OUT"); out != "" {
 		if !filepath.IsAbs(out) {
