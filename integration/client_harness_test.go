@@ -95,25 +95,9 @@ type clCluster struct {
 // ends.
 func clStartCluster(t *testing.T) *clCluster {
 	t.Helper()
-	ports := freePorts(t, 6)
-	c := &clCluster{}
-	for i := range 3 {
-		dir := t.TempDir()
-		d := &daemon{
-			dir:     dir,
-			dataDir: filepath.Join(dir, "data"),
-			addr:    net.JoinHostPort("127.0.0.1", ports[2*i]),
-			port:    ports[2*i],
-		}
-		d.args = []string{
-			"--data-dir", d.dataDir,
-			"--listen", d.addr,
-			"--raft-listen", net.JoinHostPort("127.0.0.1", ports[2*i+1]),
-		}
-		if i > 0 {
-			d.args = append(d.args, "--join", c.nodes[0].addr)
-		}
-		c.nodes = append(c.nodes, d)
+	c := &clCluster{nodes: newDaemons(t, 3)}
+	for _, d := range c.nodes[1:] {
+		d.args = append(d.args, "--join", c.nodes[0].addr)
 	}
 	start := time.Now()
 	for _, d := range c.nodes {

@@ -89,20 +89,29 @@ type process struct {
 // ports, waits until it answers PING, and stops it when the test ends.
 func startFencerd(t *testing.T) *daemon {
 	t.Helper()
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	d := &daemon{
-		dir:     dir,
-		dataDir: filepath.Join(dir, "data"),
-		addr:    net.JoinHostPort("127.0.0.1", ports[0]),
-		port:    ports[0],
-	}
-	d.args = []string{
-		"--data-dir", d.dataDir,
-		"--listen", d.addr,
-		"--raft-listen", net.JoinHostPort("127.0.0.1", ports[1]),
-	}
+	d := newDaemons(t, 1)[0]
 	d.start(t)
+	return d
+}
+
+// newDaemons returns n fencerds, not started, each with a temporary
+// directory of its own for its data and logs, and with client and Raft
+// ports on loopback that were all free at once.
+func newDaemons(t *testing.T, n int) []*daemon {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	ds := make([]*daemon, n)
+	for i := range ds {
+		ds[i] = newDaemon(t.TempDir(), ports[2*i], ports[2*i+1])
+	}
+	return ds
+}
+
+// newDaemon returns a fencerd, not started, with its data directory in dir,
+// serving clients on 127.0.0.1:port and Raft on 127.0.0.1:raftPort.
+func newDaemon(dir, port, raftPort string) *daemon {
+	d := &daemon{dir: dir, dataDir: filepath.Join(dir, "data"), addr: net.JoinHostPort("127.0.0.1", port), port: port}
+	d.args = []string{"--data-dir", d.dataDir, "--listen", d.addr, "--raft-listen", net.JoinHostPort("127.0.0.1", raftPort)}
 	return d
 }
 
