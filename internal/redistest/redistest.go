@@ -17,6 +17,14 @@ import (
 	"github.com/fencerlock/fencer/internal/resp"
 )
 
+// Server is one redis-server.
+type Server struct {
+	// Addr is its address, 127.0.0.1:port.
+	Addr   string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has been waited for
+}
+
 const (
 	// readyTimeout bounds how long a starting server may take to answer
 	// PING.
@@ -27,14 +35,6 @@ const (
 	// taken before the server binds it.
 	tries = 3
 )
-
-// Server is one redis-server.
-type Server struct {
-	// Addr is its address, 127.0.0.1:port.
-	Addr   string
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once the process has been waited for
-}
 
 // Start starts a redis-server and stops it when the test ends. It fails
 // the test, never skips it, if redis-server is not installed.

@@ -2,15 +2,16 @@ package resp
 
 import (
 	"bufio"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // ReadPlain gives the shapes tests compare, and refuses what a RESP2
 // connection must not receive.
 func TestReadPlain(t *testing.T) {
-	tests := []struct {
+	for _, tt := range []struct {
 		name, in string
 		want     any
 	}{
@@ -24,19 +25,16 @@ func TestReadPlain(t *testing.T) {
 		{"grant", "*2\r\n:42\r\n:10000\r\n", []any{int64(42), int64(10000)}},
 		{"status", "*3\r\n$2\r\nme\r\n:4\r\n:9979\r\n", []any{"me", int64(4), int64(9979)}},
 		{"nested", "*2\r\n*1\r\n+a\r\n$-1\r\n", []any{[]any{"a"}, nil}},
-	}
-	for _, tt := range tests {
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ReadPlain(bufio.NewReader(strings.NewReader(tt.in)))
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ReadPlain(%q) = %#v, %v; want %#v", tt.in, got, err, tt.want)
-			}
+			assert.NoError(t, err)
+			assert.Equal(t, tt.want, got)
 		})
 	}
 	for _, in := range []string{"_\r\n", "*1\r\n#t\r\n", "%1\r\n+a\r\n:1\r\n", "?\r\n", "$3\r\nab\r\n", "+OK\n"} {
-		if got, err := ReadPlain(bufio.NewReader(strings.NewReader(in))); err == nil {
-			t.Errorf("ReadPlain(%q) = %#v; want an error", in, got)
-		}
+		got, err := ReadPlain(bufio.NewReader(strings.NewReader(in)))
+		assert.Error(t, err, "ReadPlain(%q) = %#v", in, got)
 	}
 }
 
@@ -46,8 +44,6 @@ func TestErrorReplyCode(t *testing.T) {
 		"NOLEADER":                  "NOLEADER",
 		"":                          "",
 	} {
-		if got := in.Code(); got != want {
-			t.Errorf("ErrorReply(%q).Code() = %q, want %q", in, got, want)
-		}
+		assert.Equal(t, want, in.Code(), "ErrorReply(%q).Code()", in)
 	}
 }
