@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // requestTimeout bounds one request from a test. fencerd's own bound is 10s
@@ -113,6 +114,16 @@ type lockStatus struct {
 	owner       string
 	token       int64
 	remainingMS int64
+}
+
+// warmUp has each client read a free lock, so that the node has elected
+// itself and every client is connected before the timed part of a test.
+func warmUp(t *testing.T, clients ...*redis.Client) {
+	t.Helper()
+	for _, c := range clients {
+		_, held := status(t, c, "warm-up")
+		require.False(t, held)
+	}
 }
 
 // status sends FENCE.STATUS key; held is false for a nil reply.

@@ -68,6 +68,17 @@ func fencingPauseClient1(t *testing.T, story *fencingStory, p *fencingProcess) t
 	return time.Now()
 }
 
+// fencingResumeClient1 sends SIGCONT to client 1, paused since paused, and
+// returns what the store answered to its write once it has exited.
+func fencingResumeClient1(t *testing.T, story *fencingStory, p *fencingProcess, paused time.Time) string {
+	t.Helper()
+	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
+	p.resume(t)
+	answer := p.expect(t, "store answered", fencingStep)
+	p.wait(t)
+	return answer
+}
+
 // fencingAcquire is client 2 taking fencer's lock with FENCE.ACQUIRE …
 // WAIT: it is granted as soon as client 1's lease expires. That must not
 // be before fencingTTL after client 1 sent its acquire (DESIGN.md, invariant
@@ -95,9 +106,9 @@ func fencingAcquire(t *testing.T, story *fencingStory, d *daemon, key string, cl
 	return uint64(tok)
 }
 
-// fencingPut is client 2's write to the HTTP store; with a token (> 0) it
-// goes through fencehttp's Transport.
-func fencingPut(t *testing.T, url, value string, token uint64) int {
+// fencingPut is client 2's write to the HTTP store, which must accept it;
+// with a token (> 0) it goes through fencehttp's Transport.
+func fencingPut(t *testing.T, story *fencingStory, url string, token uint64) {
 	t.Helper()
 	hc := &http.Client{Timeout: fencingStep}
 	if token > 0 {
@@ -112,7 +123,14 @@ func fencingPut(t *testing.T, url, value string, token uint64) int {
 		t.Fatalf("client 2: writing to the store: %v", err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode
+	if token > 0 {
+		story.say("client 2 │ wrote %q with token %d: store answered %d", fencingValue2, token, resp.StatusCode)
+	} else {
+		story.say("client 2 │ wrote %q: store answered %d", fencingValue2, resp.StatusCode)
+	}
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("client 2's write answered %d, want 204", resp.StatusCode)
+	}
 }
 
 // TestFencingKleppmannFencerHTTPStore: fencer's token, checked by an HTTP
@@ -132,16 +150,9 @@ func TestFencingKleppmannFencerHTTPStore(t *testing.T) {
 	tok2 := fencingAcquire(t, story, d, "report", p)
 	story.say("client 2 │ acquired lock \"report\": token %d, %.2fs after client 1 was paused (client 1's lease ran out)",
 		tok2, time.Since(paused).Seconds())
-	code := fencingPut(t, store.url, fencingValue2, tok2)
-	story.say("client 2 │ wrote %q with token %d: store answered %d", fencingValue2, tok2, code)
-	if code != http.StatusNoContent {
-		t.Fatalf("client 2's write answered %d, want 204", code)
-	}
+	fencingPut(t, story, store.url, tok2)
 
-	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
-	p.resume(t)
-	answer := p.expect(t, "store answered", fencingStep)
-	p.wait(t)
+	answer := fencingResumeClient1(t, story, p, paused)
 
 	value, log := store.snapshot()
 	story.say("result   │ store holds %q", value)
@@ -191,10 +202,7 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 	}
 	story.say("client 2 │ fenced SET report %q with token %d: OK", fencingValue2, tok2)
 
-	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
-	p.resume(t)
-	answer := p.expect(t, "store answered", fencingStep)
-	p.wait(t)
+	answer := fencingResumeClient1(t, story, p, paused)
 
 	value, err := rc.Get(ctx, "report").Result()
 	if err != nil {
@@ -245,16 +253,9 @@ func TestFencingKleppmannRedsyncCorrupts(t *testing.T) {
 	held := m.Until()
 	story.say("client 2 │ acquired lock \"report\", %.2fs after client 1 was paused; valid until +%.2fs",
 		time.Since(paused).Seconds(), held.Sub(story.start).Seconds())
-	code := fencingPut(t, store.url, fencingValue2, 0)
-	story.say("client 2 │ wrote %q: store answered %d", fencingValue2, code)
-	if code != http.StatusNoContent {
-		t.Fatalf("client 2's write answered %d", code)
-	}
+	fencingPut(t, story, store.url, 0)
 
-	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
-	p.resume(t)
-	answer := p.expect(t, "store answered", fencingStep)
-	p.wait(t)
+	answer := fencingResumeClient1(t, story, p, paused)
 
 	value, log := store.snapshot()
 	story.say("result   │ store holds %q: client 2's write is lost, and client 2 still holds the lock", value)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -46,12 +45,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	fencerdBin = filepath.Join(dir, "fencerd")
-	faultyBin = filepath.Join(dir, "fencerd-faults")
-	if err := errors.Join(
-		testbin.Build(fencerdBin, "cmd/fencerd"),
-		testbin.Build(faultyBin, "cmd/fencerd", "-tags", "fencer_faults"),
-	); err != nil {
+	if fencerdBin, faultyBin, err = testbin.BuildFencerd(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "integration: building fencerd:", err)
 		return 1
 	}

@@ -114,6 +114,25 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 	return c, true
 }
 
+// runDir makes a directory for a run's logs, data and histories, named
+// after prefix. It is removed when the test ends, unless the test failed or
+// CHAOS_KEEP=1: then the test logs where it is.
+func runDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
+			t.Logf("logs, data and histories kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
+}
+
 // envDuration reads the environment variable name, a positive duration;
 // set is false if it is empty.
 func envDuration(t *testing.T, name string) (d time.Duration, set bool) {
@@ -194,17 +213,7 @@ func runWorkload(kind workloadKind, cl *client, c *cluster, lin *linWorkload, ex
 func runCampaign(t *testing.T, cfg campaign) *report {
 	t.Helper()
 	t.Logf("fault campaign: %d nodes, %v, seed %d (CHAOS_SEED=%d draws the same faults and client choices again)", cfg.nodes, cfg.duration, cfg.seed, cfg.seed)
-	dir, err := os.MkdirTemp("", fmt.Sprintf("fencer-chaos-%dn-", cfg.nodes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
-			t.Logf("logs, data and histories kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := runDir(t, fmt.Sprintf("fencer-chaos-%dn-", cfg.nodes))
 	c, err := startCluster(clusterConfig{nodes: cfg.nodes, bin: cfg.bin, env: cfg.env, dir: dir, lazy: cfg.lazy, seed: cfg.seed, args: cfg.args})
 	if err != nil {
 		t.Fatalf("starting the cluster: %v", err)

@@ -151,17 +151,7 @@ func runClockRate(t *testing.T, rate float64, d time.Duration) *clockRow {
 	t.Helper()
 	factor := strconv.FormatFloat(rate, 'g', -1, 64)
 	t.Logf("leader clock factor %s: %v", factor, d)
-	dir, err := os.MkdirTemp("", "fencer-chaos-clock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
-			t.Logf("logs and data of factor %s kept in %s", factor, dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := runDir(t, "fencer-chaos-clock-"+factor+"-")
 	c, err := startCluster(clusterConfig{nodes: 3, bin: faultyBin, dir: dir,
 		nodeEnv: [][]string{{"FENCER_CLOCK_RATE=" + factor}}})
 	if err != nil {

@@ -3,12 +3,10 @@
 package chaos
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -54,16 +52,11 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	fencerdBin = filepath.Join(dir, "fencerd")
-	faultyBin = filepath.Join(dir, "fencerd-faults")
 	var race []string
 	if os.Getenv("CHAOS_RACE") == "1" {
 		race = []string{"-race"}
 	}
-	if err := errors.Join(
-		testbin.Build(fencerdBin, "cmd/fencerd", race...),
-		testbin.Build(faultyBin, "cmd/fencerd", append(race, "-tags", "fencer_faults")...),
-	); err != nil {
+	if fencerdBin, faultyBin, err = testbin.BuildFencerd(dir, race...); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: building fencerd:", err)
 		return 1
 	}

@@ -138,17 +138,7 @@ func TestSoak(t *testing.T) {
 	cfg := envSoak(t)
 	t.Logf("soak: %d nodes, %v, a sample every %v, a fault every %s, seed %d (SOAK_SEED=%d draws the same faults again)",
 		soakNodes, cfg.duration, cfg.sample, cfg.faultEvery(), cfg.seed, cfg.seed)
-	dir, err := os.MkdirTemp("", "fencer-soak-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
-			t.Logf("logs, data and histories kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := runDir(t, "fencer-soak-")
 	out := cfg.out
 	if out == "" {
 		out = dir

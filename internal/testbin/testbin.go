@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 )
 
 // Build compiles the command in pkg, a directory of this module such as
@@ -25,6 +26,16 @@ func Build(out, pkg string, flags ...string) error {
 		return fmt.Errorf("go %q in %s: %v\n%s", args, root, err, b)
 	}
 	return nil
+}
+
+// BuildFencerd builds fencerd into dir twice: as shipped, and with -tags
+// fencer_faults, which behaves as shipped unless FENCER_FAULTS names a
+// fault to inject (server/faults_enabled.go). flags go to both builds.
+func BuildFencerd(dir string, flags ...string) (shipped, faulty string, err error) {
+	shipped, faulty = filepath.Join(dir, "fencerd"), filepath.Join(dir, "fencerd-faults")
+	faultFlags := append(slices.Clip(flags), "-tags", "fencer_faults")
+	err = errors.Join(Build(shipped, "cmd/fencerd", flags...), Build(faulty, "cmd/fencerd", faultFlags...))
+	return shipped, faulty, err
 }
 
 // ModuleRoot returns the nearest directory at or above the working
