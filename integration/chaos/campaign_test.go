@@ -76,6 +76,41 @@ type report struct {
 	logFiles      int
 }
 
+// settle heals every fault, then waits for the cluster to list all its
+// members and for every node to reach the same state, which it records.
+func (r *report) settle(t *testing.T, c *cluster) {
+	t.Helper()
+	if err := c.nw.heal(); err != nil {
+		t.Fatalf("healing: %v", err)
+	}
+	if err := c.awaitMembers(formTimeout); err != nil {
+		r.nemesisErrs = append(r.nemesisErrs, "at the end: "+err.Error())
+	}
+	r.hashes, r.convergeErr = c.awaitConverged(formTimeout)
+}
+
+// tally records the grants per workload, and what the nemesis did.
+func (r *report) tally(grants []grant, nm *nemesis) {
+	r.grants = make(map[string]int)
+	for _, g := range grants {
+		r.grants[g.workload]++
+	}
+	r.faults, r.restarts, r.nemesisErrs = nm.faults, len(nm.restarts), append(r.nemesisErrs, nm.errs...)
+}
+
+// readLogs records what the nodes' logs show: lines that must not appear,
+// leader changes and snapshots.
+func (r *report) readLogs(c *cluster) {
+	for _, n := range c.nodes {
+		r.badLogs = append(r.badLogs, n.badLogLines()...)
+		r.leaderChanges += n.countInLogs("leader ready")
+		r.snapsTaken += n.countInLogs("snapshot complete up to")
+		r.snapsInstall += n.countInLogs("Installed remote snapshot")
+		r.logFiles += n.starts
+	}
+	r.leaderChanges-- // the first election is not a change
+}
+
 // violations returns the violations of the checker whose name starts with
 // prefix.
 func (r *report) violations(prefix string) []string {
@@ -227,45 +262,26 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 	exp := &expiryWorkload{grants: grants}
 	fenced := newFencedWorkload(grants)
 
-	clientStop := make(chan struct{})
-	var clients sync.WaitGroup
-	id := 0
+	clients := newCrowd(c, clk, cfg.seed, rep.count)
 	for i := range cfg.nodes {
 		for j := range cfg.clientsPerNode {
-			cl := newClient(id, i, c, clk, cfg.seed, rep.count)
-			id++
-			clients.Add(1)
-			go func() {
-				defer clients.Done()
-				defer cl.conn.close()
-				runWorkload(cfg.workloads[(i+j)%len(cfg.workloads)], cl, c, lin, exp, fenced, clientStop)
-			}()
+			clients.spawn(i, func(cl *client) {
+				runWorkload(cfg.workloads[(i+j)%len(cfg.workloads)], cl, c, lin, exp, fenced, clients.stop)
+			})
 		}
 	}
 	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: cfg.kinds, first: cfg.first}
 	nm.runFor(cfg.duration)
 	// A little quiet time on a whole cluster, then stop the clients.
 	time.Sleep(2 * time.Second)
-	close(clientStop)
-	if !waitTimeout(&clients, drainTimeout) {
-		t.Fatalf("clients did not finish within %v of being stopped", drainTimeout)
-	}
+	close(clients.stop)
+	clients.wait(t)
 	rep.elapsed = time.Duration(clk.now())
 
-	if err := c.nw.heal(); err != nil {
-		t.Fatalf("healing: %v", err)
-	}
-	if err := c.awaitMembers(formTimeout); err != nil {
-		rep.nemesisErrs = append(rep.nemesisErrs, "at the end: "+err.Error())
-	}
-	rep.hashes, rep.convergeErr = c.awaitConverged(formTimeout)
+	rep.settle(t, c)
 
 	all := grants.all()
-	rep.grants = make(map[string]int)
-	for _, g := range all {
-		rep.grants[g.workload]++
-	}
-	rep.faults, rep.restarts, rep.nemesisErrs = nm.faults, len(nm.restarts), append(rep.nemesisErrs, nm.errs...)
+	rep.tally(all, nm)
 	if slices.Contains(cfg.workloads, wlLinearizable) {
 		rep.results = append(rep.results, lin.check(dir))
 	}
@@ -276,14 +292,7 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 	rep.results = append(rep.results, checkTokens(all, nm.restarts))
 	rep.results = append(rep.results, checkStateHashes(rep.hashes, rep.convergeErr))
 
-	for _, n := range c.nodes {
-		rep.badLogs = append(rep.badLogs, n.badLogLines()...)
-		rep.leaderChanges += n.countInLogs("leader ready")
-		rep.snapsTaken += n.countInLogs("snapshot complete up to")
-		rep.snapsInstall += n.countInLogs("Installed remote snapshot")
-		rep.logFiles += n.starts
-	}
-	rep.leaderChanges-- // the first election is not a change
+	rep.readLogs(c)
 	t.Log("\n" + rep.summary())
 	return rep
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -110,6 +111,49 @@ func newClient(id, node int, c *cluster, clk clock, seed uint64, count *counters
 	addr := c.nodes[node].addr()
 	cl.conn.dial = func() (net.Conn, error) { return c.nw.dial(addr, time.Second) }
 	return cl
+}
+
+// crowd starts the workload clients of a run, each in a goroutine of its
+// own, and waits for them once stop is closed.
+type crowd struct {
+	c     *cluster
+	clk   clock
+	seed  uint64
+	count *counters
+	// stop ends the workloads when the caller closes it.
+	stop chan struct{}
+	wg   sync.WaitGroup
+	next int // the next client's ID
+}
+
+func newCrowd(c *cluster, clk clock, seed uint64, count *counters) *crowd {
+	return &crowd{c: c, clk: clk, seed: seed, count: count, stop: make(chan struct{})}
+}
+
+// add returns a new client of node, for the caller to run.
+func (cr *crowd) add(node int) *client {
+	cl := newClient(cr.next, node, cr.c, cr.clk, cr.seed, cr.count)
+	cr.next++
+	return cl
+}
+
+// spawn runs f with a new client of node, and closes its connection when f
+// returns.
+func (cr *crowd) spawn(node int, f func(cl *client)) {
+	cl := cr.add(node)
+	cr.wg.Go(func() {
+		defer cl.conn.close()
+		f(cl)
+	})
+}
+
+// wait fails the test unless every client returns within drainTimeout of
+// stop being closed.
+func (cr *crowd) wait(t *testing.T) {
+	t.Helper()
+	if !waitTimeout(&cr.wg, drainTimeout) {
+		t.Fatalf("clients did not finish within %v of being stopped", drainTimeout)
+	}
 }
 
 // owner returns a fresh owner name: every acquire attempt has its own, so

@@ -171,30 +171,21 @@ func runClockRate(t *testing.T, rate float64, d time.Duration) *clockRow {
 	fenced := newFencedWorkload(grants)
 	writes := &writeLog{}
 	seed := uint64(time.Now().UnixNano())
-	stop := make(chan struct{})
-	var clients sync.WaitGroup
-	id := 0
+	clients := newCrowd(c, clk, seed, count)
 	for i := range c.nodes {
 		for j := range expiryClients + lateClients {
-			cl := newClient(id, i, c, clk, seed, count)
-			id++
-			clients.Add(1)
-			go func() {
-				defer clients.Done()
-				defer cl.conn.close()
+			clients.spawn(i, func(cl *client) {
 				if j < expiryClients {
-					exp.run(cl, stop)
+					exp.run(cl, clients.stop)
 				} else {
-					fenced.runLate(cl, writes, stop)
+					fenced.runLate(cl, writes, clients.stop)
 				}
-			}()
+			})
 		}
 	}
 	time.Sleep(d)
-	close(stop)
-	if !waitTimeout(&clients, drainTimeout) {
-		t.Fatalf("factor %s: clients did not finish within %v of being stopped", factor, drainTimeout)
-	}
+	close(clients.stop)
+	clients.wait(t)
 	hashes, convergeErr := c.awaitConverged(formTimeout)
 
 	all := grants.all()

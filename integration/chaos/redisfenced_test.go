@@ -85,17 +85,7 @@ func (w *fencedWorkload) runRedisLua(cl *client, stop <-chan struct{}) {
 // known. Repeating it is harmless: once the lock is gone, or held by
 // another value, it deletes nothing.
 func redisReleaseUntilKnown(cl *client, key, owner string, g *grant) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		_, out, call, _ := cl.do(clientTimeout, "EVAL", redisRelease, "1", key, owner)
-		if g != nil && g.released == 0 && out != failed {
-			g.released = call
-		}
-		if out == ok {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	releaseUntilKnownBy(cl, g, "EVAL", redisRelease, "1", key, owner)
 }
 
 // runRedsync is workload wlRedsync: redsync on a go-redis client of the

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -179,36 +178,22 @@ func TestSoak(t *testing.T) {
 		sm.run(samplerStop)
 	}()
 
-	clientStop := make(chan struct{})
-	var clients sync.WaitGroup
-	id := 0
-	spawn := func(node int, f func(cl *client)) {
-		cl := newClient(id, node, c, clk, cfg.seed, rep.count)
-		id++
-		clients.Add(1)
-		go func() {
-			defer clients.Done()
-			defer cl.conn.close()
-			f(cl)
-		}()
-	}
+	clients := newCrowd(c, clk, cfg.seed, rep.count)
 	for i := range soakNodes {
 		for j := range cfg.clientsPerNode {
-			spawn(i, func(cl *client) {
-				runWorkload(camp.workloads[(i+j)%len(camp.workloads)], cl, c, lin, exp, fenced, clientStop)
+			clients.spawn(i, func(cl *client) {
+				runWorkload(camp.workloads[(i+j)%len(camp.workloads)], cl, c, lin, exp, fenced, clients.stop)
 			})
 		}
 	}
 	for i := range cfg.leases {
-		spawn(i%soakNodes, func(cl *client) { leases.run(cl, c, clientStop) })
+		clients.spawn(i%soakNodes, func(cl *client) { leases.run(cl, c, clients.stop) })
 	}
-	setClient := newClient(id, 0, c, clk, cfg.seed, rep.count)
+	// The lock set's client outlives the run: its check reads the keys
+	// still held.
+	setClient := clients.add(0)
 	dialAnyUp(setClient, c)
-	clients.Add(1)
-	go func() {
-		defer clients.Done()
-		set.run(setClient, clientStop)
-	}()
+	clients.wg.Go(func() { set.run(setClient, clients.stop) })
 
 	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: camp.kinds,
 		everyMin: cfg.faultMin, everyMax: cfg.faultMax}
@@ -216,45 +201,26 @@ func TestSoak(t *testing.T) {
 	// The fault in progress ran over the duration; a little quiet time on
 	// a whole cluster, then stop the clients and the sampling.
 	time.Sleep(2 * time.Second)
-	close(clientStop)
+	close(clients.stop)
 	close(samplerStop)
 	<-samplerDone
-	if !waitTimeout(&clients, drainTimeout) {
-		t.Fatalf("clients did not finish within %v of being stopped", drainTimeout)
-	}
+	clients.wait(t)
 	rep.elapsed = time.Duration(clk.now())
 	if err := sm.err(); err != nil {
 		t.Errorf("writing soak.csv: %v", err)
 	}
 
-	if err := c.nw.heal(); err != nil {
-		t.Fatalf("healing: %v", err)
-	}
-	if err := c.awaitMembers(formTimeout); err != nil {
-		rep.nemesisErrs = append(rep.nemesisErrs, "at the end: "+err.Error())
-	}
-	rep.hashes, rep.convergeErr = c.awaitConverged(formTimeout)
+	rep.settle(t, c)
 
 	// The lock set reads its keys and adds its grants first, so that the
 	// other checkers see them.
 	setResult := set.check(setClient)
 	setClient.conn.close()
 	all := grants.all()
-	rep.grants = make(map[string]int)
-	for _, g := range all {
-		rep.grants[g.workload]++
-	}
-	rep.faults, rep.restarts, rep.nemesisErrs = nm.faults, len(nm.restarts), append(rep.nemesisErrs, nm.errs...)
+	rep.tally(all, nm)
 	rep.results = append(rep.results, lin.check(dir), checkEarlyExpiryWindows(all, soakExpiryWindow), fenced.check(),
 		checkTokens(all, nm.restarts), checkStateHashes(rep.hashes, rep.convergeErr), setResult)
-	for _, n := range c.nodes {
-		rep.badLogs = append(rep.badLogs, n.badLogLines()...)
-		rep.leaderChanges += n.countInLogs("leader ready")
-		rep.snapsTaken += n.countInLogs("snapshot complete up to")
-		rep.snapsInstall += n.countInLogs("Installed remote snapshot")
-		rep.logFiles += n.starts
-	}
-	rep.leaderChanges--
+	rep.readLogs(c)
 
 	fits := fitSamples(sm.all(), cfg.duration/2)
 	summary := soakSummary(cfg, rep, fits)
