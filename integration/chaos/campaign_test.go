@@ -225,19 +225,44 @@ func minLeaderChanges(d time.Duration) int {
 	return 1
 }
 
-// runWorkload runs the workload of the given kind on cl until stop.
-func runWorkload(kind workloadKind, cl *client, c *cluster, lin *linWorkload, exp *expiryWorkload, fenced *fencedWorkload, stop <-chan struct{}) {
+// workloads are the checked workloads of a run, which share one log of
+// grants.
+type workloads struct {
+	grants *grantLog
+	lin    *linWorkload
+	exp    *expiryWorkload
+	fenced *fencedWorkload
+}
+
+func newWorkloads() *workloads {
+	grants := &grantLog{}
+	return &workloads{grants: grants, lin: &linWorkload{grants: grants}, exp: &expiryWorkload{grants: grants},
+		fenced: newFencedWorkload(grants)}
+}
+
+// spawn starts perNode clients on every node of c, which run kinds in turn
+// until the crowd stops.
+func (w *workloads) spawn(clients *crowd, c *cluster, perNode int, kinds []workloadKind) {
+	for i := range c.nodes {
+		for j := range perNode {
+			clients.spawn(i, func(cl *client) { w.run(kinds[(i+j)%len(kinds)], cl, c, clients.stop) })
+		}
+	}
+}
+
+// run runs the workload of the given kind on cl until stop.
+func (w *workloads) run(kind workloadKind, cl *client, c *cluster, stop <-chan struct{}) {
 	switch kind {
 	case wlLinearizable:
-		lin.run(cl, stop)
+		w.lin.run(cl, stop)
 	case wlExpiry:
-		exp.run(cl, stop)
+		w.exp.run(cl, stop)
 	case wlFenced:
-		fenced.run(cl, stop)
+		w.fenced.run(cl, stop)
 	case wlRedisLua:
-		fenced.runRedisLua(cl, stop)
+		w.fenced.runRedisLua(cl, stop)
 	case wlRedsync:
-		fenced.runRedsync(cl, c, stop)
+		w.fenced.runRedsync(cl, c, stop)
 	}
 }
 
@@ -257,20 +282,10 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 
 	rep := &report{cfg: cfg, dir: dir, count: &counters{}}
 	clk := clock{start: time.Now()}
-	grants := &grantLog{}
-	lin := &linWorkload{grants: grants}
-	exp := &expiryWorkload{grants: grants}
-	fenced := newFencedWorkload(grants)
-
+	w := newWorkloads()
 	clients := newCrowd(c, clk, cfg.seed, rep.count)
-	for i := range cfg.nodes {
-		for j := range cfg.clientsPerNode {
-			clients.spawn(i, func(cl *client) {
-				runWorkload(cfg.workloads[(i+j)%len(cfg.workloads)], cl, c, lin, exp, fenced, clients.stop)
-			})
-		}
-	}
-	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: cfg.kinds, first: cfg.first}
+	w.spawn(clients, c, cfg.clientsPerNode, cfg.workloads)
+	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: w.fenced, kinds: cfg.kinds, first: cfg.first}
 	nm.runFor(cfg.duration)
 	// A little quiet time on a whole cluster, then stop the clients.
 	time.Sleep(2 * time.Second)
@@ -280,14 +295,14 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 
 	rep.settle(t, c)
 
-	all := grants.all()
+	all := w.grants.all()
 	rep.tally(all, nm)
 	if slices.Contains(cfg.workloads, wlLinearizable) {
-		rep.results = append(rep.results, lin.check(dir))
+		rep.results = append(rep.results, w.lin.check(dir))
 	}
 	rep.results = append(rep.results, checkEarlyExpiry(all))
 	if slices.Contains(cfg.workloads, wlFenced) || slices.Contains(cfg.workloads, wlRedisLua) || slices.Contains(cfg.workloads, wlRedsync) {
-		rep.results = append(rep.results, fenced.check())
+		rep.results = append(rep.results, w.fenced.check())
 	}
 	rep.results = append(rep.results, checkTokens(all, nm.restarts))
 	rep.results = append(rep.results, checkStateHashes(rep.hashes, rep.convergeErr))

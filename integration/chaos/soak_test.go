@@ -160,12 +160,9 @@ func TestSoak(t *testing.T) {
 		kinds:     slices.DeleteFunc(slices.Clone(deck), func(k faultKind) bool { return slices.Contains(powerCuts, k) })}
 	rep := &report{cfg: camp, dir: dir, count: &counters{}}
 	clk := clock{start: time.Now()}
-	grants := &grantLog{}
-	lin := &linWorkload{grants: grants}
-	exp := &expiryWorkload{grants: grants}
-	fenced := newFencedWorkload(grants)
-	leases := &leaseWorkload{grants: grants, fenced: fenced}
-	set := &lockSet{grants: grants, peak: cfg.lockSetPeak, period: cfg.lockSetPeriod,
+	w := newWorkloads()
+	leases := &leaseWorkload{grants: w.grants, fenced: w.fenced}
+	set := &lockSet{grants: w.grants, peak: cfg.lockSetPeak, period: cfg.lockSetPeriod,
 		ttl: min(cfg.duration+time.Hour, 24*time.Hour)}
 
 	sm, err := newSampler(c, clk, cfg.sample, filepath.Join(out, "soak.csv"))
@@ -179,13 +176,7 @@ func TestSoak(t *testing.T) {
 	}()
 
 	clients := newCrowd(c, clk, cfg.seed, rep.count)
-	for i := range soakNodes {
-		for j := range cfg.clientsPerNode {
-			clients.spawn(i, func(cl *client) {
-				runWorkload(camp.workloads[(i+j)%len(camp.workloads)], cl, c, lin, exp, fenced, clients.stop)
-			})
-		}
-	}
+	w.spawn(clients, c, cfg.clientsPerNode, camp.workloads)
 	for i := range cfg.leases {
 		clients.spawn(i%soakNodes, func(cl *client) { leases.run(cl, c, clients.stop) })
 	}
@@ -195,7 +186,7 @@ func TestSoak(t *testing.T) {
 	dialAnyUp(setClient, c)
 	clients.wg.Go(func() { set.run(setClient, clients.stop) })
 
-	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: camp.kinds,
+	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: w.fenced, kinds: camp.kinds,
 		everyMin: cfg.faultMin, everyMax: cfg.faultMax}
 	nm.runFor(cfg.duration)
 	// The fault in progress ran over the duration; a little quiet time on
@@ -216,9 +207,9 @@ func TestSoak(t *testing.T) {
 	// other checkers see them.
 	setResult := set.check(setClient)
 	setClient.conn.close()
-	all := grants.all()
+	all := w.grants.all()
 	rep.tally(all, nm)
-	rep.results = append(rep.results, lin.check(dir), checkEarlyExpiryWindows(all, soakExpiryWindow), fenced.check(),
+	rep.results = append(rep.results, w.lin.check(dir), checkEarlyExpiryWindows(all, soakExpiryWindow), w.fenced.check(),
 		checkTokens(all, nm.restarts), checkStateHashes(rep.hashes, rep.convergeErr), setResult)
 	rep.readLogs(c)
 
