@@ -8,6 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+func TestErrorReplyCode(t *testing.T) {
+	for in, want := range map[ErrorReply]string{
+		"UNCERTAIN outcome unknown": "UNCERTAIN",
+		"NOLEADER":                  "NOLEADER",
+		"":                          "",
+	} {
+		assert.Equal(t, want, in.Code(), "ErrorReply(%q).Code()", in)
+	}
+}
+
 // ReadPlain gives the shapes tests compare, and refuses what a RESP2
 // connection must not receive.
 func TestReadPlain(t *testing.T) {
@@ -35,15 +45,5 @@ func TestReadPlain(t *testing.T) {
 	for _, in := range []string{"_\r\n", "*1\r\n#t\r\n", "%1\r\n+a\r\n:1\r\n", "?\r\n", "$3\r\nab\r\n", "+OK\n"} {
 		got, err := ReadPlain(bufio.NewReader(strings.NewReader(in)))
 		assert.Error(t, err, "ReadPlain(%q) = %#v", in, got)
-	}
-}
-
-func TestErrorReplyCode(t *testing.T) {
-	for in, want := range map[ErrorReply]string{
-		"UNCERTAIN outcome unknown": "UNCERTAIN",
-		"NOLEADER":                  "NOLEADER",
-		"":                          "",
-	} {
-		assert.Equal(t, want, in.Code(), "ErrorReply(%q).Code()", in)
 	}
 }
