@@ -15,12 +15,7 @@ import (
 // newClient returns a client of the test node, closed when the test ends.
 func newClient(t *testing.T, opts ...client.Option) *client.Client {
 	t.Helper()
-	c, err := client.New(addrs, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return clientOf(t, addrs, opts...)
 }
 
 // rawClient returns a plain go-redis client of the test node, for commands

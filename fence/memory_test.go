@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencerlock/fencer/fence"
+	"github.com/fencerlock/fencer/internal/fencetest"
 )
 
 func TestMemoryAdmit(t *testing.T) {
@@ -110,60 +109,15 @@ func TestMemoryConcurrentInterleavedTokens(t *testing.T) {
 	const holders, writes = 12, 40
 	m := fence.NewMemory()
 	var landed []uint64 // appended only inside Admit, one write at a time
-	var mu sync.Mutex
-	refused := map[uint64]int{}
-	var wg sync.WaitGroup
-	for h := range holders {
-		token := uint64(h + 1)
-		wg.Go(func() {
-			for range writes {
-				if rand.IntN(4) == 0 {
-					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
-				}
-				err := m.Admit(context.Background(), "r", token, func(context.Context) error {
-					landed = append(landed, token)
-					return nil
-				})
-				var stale *fence.StaleTokenError
-				switch {
-				case err == nil:
-				case errors.As(err, &stale) && stale.Token == token && stale.Highest > token:
-					mu.Lock()
-					refused[token]++
-					mu.Unlock()
-				default:
-					t.Errorf("token %d: unexpected error %v", token, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	checkOrdered(t, landed)
-	if refused[holders] != 0 {
-		t.Errorf("the newest holder (token %d) was refused %d times", holders, refused[holders])
-	}
-	total := len(landed)
-	for _, n := range refused {
-		total += n
-	}
-	if total != holders*writes {
-		t.Errorf("%d writes landed or were refused, want %d", total, holders*writes)
-	}
+	refused := fencetest.Writers(t, holders, writes, func(token uint64, _ int) (bool, error) {
+		return fencetest.Refusal(token, m.Admit(context.Background(), "r", token, func(context.Context) error {
+			landed = append(landed, token)
+			return nil
+		}))
+	})
+	fencetest.CheckHistory(t, refused, holders, writes, landed)
 	if h, _ := m.Highest("r"); h != holders {
 		t.Errorf("Highest = %d, want %d", h, holders)
-	}
-}
-
-// checkOrdered fails the test if a lower token landed after a higher one.
-func checkOrdered(t *testing.T, landed []uint64) {
-	t.Helper()
-	for i := 1; i < len(landed); i++ {
-		if landed[i] < landed[i-1] {
-			t.Fatalf("write with token %d landed after one with token %d (position %d of %d)", landed[i], landed[i-1], i, len(landed))
-		}
-	}
-	if len(landed) == 0 {
-		t.Fatal("no write landed")
 	}
 }
 

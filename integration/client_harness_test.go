@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/client"
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 const (
@@ -95,25 +95,9 @@ type clCluster struct {
 // ends.
 func clStartCluster(t *testing.T) *clCluster {
 	t.Helper()
-	ports := freePorts(t, 6)
-	c := &clCluster{}
-	for i := range 3 {
-		dir := t.TempDir()
-		d := &daemon{
-			dir:     dir,
-			dataDir: filepath.Join(dir, "data"),
-			addr:    net.JoinHostPort("127.0.0.1", ports[2*i]),
-			port:    ports[2*i],
-		}
-		d.args = []string{
-			"--data-dir", d.dataDir,
-			"--listen", d.addr,
-			"--raft-listen", net.JoinHostPort("127.0.0.1", ports[2*i+1]),
-		}
-		if i > 0 {
-			d.args = append(d.args, "--join", c.nodes[0].addr)
-		}
-		c.nodes = append(c.nodes, d)
+	c := &clCluster{nodes: newDaemons(t, 3)}
+	for _, d := range c.nodes[1:] {
+		d.args = append(d.args, "--join", c.nodes[0].addr)
 	}
 	start := time.Now()
 	for _, d := range c.nodes {
@@ -216,15 +200,9 @@ func (d *daemon) clStop(t *testing.T) {
 // clFencerBin builds the fencer command into a temporary directory.
 func clFencerBin(t *testing.T) string {
 	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := filepath.Join(t.TempDir(), "fencer")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/fencer")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building fencer: %v\n%s", err, out)
+	if err := testbin.Build(bin, "cmd/fencer"); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

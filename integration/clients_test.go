@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // requestTimeout bounds one request from a test. fencerd's own bound is 10s
@@ -115,6 +116,16 @@ type lockStatus struct {
 	remainingMS int64
 }
 
+// warmUp has each client read a free lock, so that the node has elected
+// itself and every client is connected before the timed part of a test.
+func warmUp(t *testing.T, clients ...*redis.Client) {
+	t.Helper()
+	for _, c := range clients {
+		_, held := status(t, c, "warm-up")
+		require.False(t, held)
+	}
+}
+
 // status sends FENCE.STATUS key; held is false for a nil reply.
 func status(t *testing.T, c *redis.Client, key string) (s lockStatus, held bool) {
 	t.Helper()
@@ -144,8 +155,8 @@ type respConn struct {
 	r *bufio.Reader
 }
 
-// respError is an error reply ("-ERR ...").
-type respError string
+// respError is an error reply ("-ERR ..."), as resp.ReadPlain returns it.
+type respError = resp.ErrorReply
 
 func dialRESP(t *testing.T, d *daemon) *respConn {
 	t.Helper()
@@ -173,50 +184,9 @@ func (rc *respConn) send(t *testing.T, raw []byte) any {
 	if _, err := rc.c.Write(raw); err != nil {
 		t.Fatalf("writing %q: %v", raw, err)
 	}
-	v, err := readReply(rc.r)
+	v, err := resp.ReadPlain(rc.r)
 	if err != nil {
 		t.Fatalf("reading the reply to %q: %v", raw, err)
 	}
 	return v
-}
-
-// readReply reads one reply in the shapes respConn.do returns.
-func readReply(r *bufio.Reader) (any, error) {
-	v, err := resp.ReadValue(r)
-	if err != nil {
-		return nil, err
-	}
-	return replyOf(v)
-}
-
-// replyOf converts a RESP2 reply to the shapes the tests compare. A RESP3
-// type is an error: these connections never ask for RESP3, so one would be
-// the server's mistake, not a value to compare.
-func replyOf(v resp.Value) (any, error) {
-	switch v.Kind {
-	case resp.SimpleString:
-		return v.Str, nil
-	case resp.Error:
-		return respError(v.Str), nil
-	case resp.Integer:
-		return v.Int, nil
-	case resp.BulkString:
-		if v.IsNull {
-			return nil, nil
-		}
-		return v.Str, nil
-	case resp.Array:
-		if v.IsNull {
-			return nil, nil
-		}
-		a := make([]any, len(v.Elems))
-		for i, e := range v.Elems {
-			var err error
-			if a[i], err = replyOf(e); err != nil {
-				return nil, err
-			}
-		}
-		return a, nil
-	}
-	return nil, fmt.Errorf("reply %v is not RESP2", v)
 }

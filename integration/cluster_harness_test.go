@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -56,29 +55,14 @@ func startNodeCluster(t *testing.T, n int) *nodeCluster {
 // before it starts (its binary, environment or flags).
 func startNodeClusterWith(t *testing.T, n int, mod func(*daemon)) *nodeCluster {
 	t.Helper()
-	// All ports are chosen at once so that none repeats within the cluster.
-	ports := freePorts(t, 2*n)
-	c := &nodeCluster{ids: make([]string, n)}
+	c := &nodeCluster{nodes: newDaemons(t, n), ids: make([]string, n)}
 	var joins []string
-	for i := range n {
-		dir := t.TempDir()
-		d := &daemon{
-			dir:     dir,
-			dataDir: filepath.Join(dir, "data"),
-			addr:    net.JoinHostPort("127.0.0.1", ports[2*i]),
-			port:    ports[2*i],
-		}
-		d.args = []string{
-			"--data-dir", d.dataDir,
-			"--listen", d.addr,
-			"--raft-listen", net.JoinHostPort("127.0.0.1", ports[2*i+1]),
-		}
+	for _, d := range c.nodes {
 		if len(joins) > 0 {
 			d.args = append(d.args, "--join", strings.Join(joins, ","))
 		}
 		joins = append(joins, d.addr)
 		mod(d)
-		c.nodes = append(c.nodes, d)
 	}
 	start := time.Now()
 	for _, d := range c.nodes {
@@ -366,7 +350,7 @@ func clusterRoundTrip(conn net.Conn, r *bufio.Reader, timeout time.Duration, arg
 	if _, err := conn.Write(resp.Command(args...)); err != nil {
 		return nil, err
 	}
-	return readReply(r)
+	return resp.ReadPlain(r)
 }
 
 // clusterRetryPrefixes start the error replies that mean "the outcome is

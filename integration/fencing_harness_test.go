@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,28 +19,20 @@ import (
 
 	"github.com/fencerlock/fencer/fence"
 	"github.com/fencerlock/fencer/fence/fencehttp"
+	"github.com/fencerlock/fencer/internal/testbin"
 	"github.com/redis/go-redis/v9"
 )
 
 // This file holds the helpers of the fencing scenario (fencing_*_test.go):
-// the lock client as a separate process, a store over HTTP, redis-server
-// processes, and the narrative the demo prints. Every name starts with
-// "fencing" to keep clear of the other tests in this package.
+// the lock client as a separate process, a store over HTTP, and the
+// narrative the demo prints (redistest runs its redis-servers). Every name
+// starts with "fencing" to keep clear of the other tests in this package.
 
 // fencingClientBin is the lockclient binary (internal/cmd/lockclient), built
 // once, beside the fencerd that TestMain built (and removes).
 var fencingClientBin = sync.OnceValues(func() (string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
 	bin := filepath.Join(filepath.Dir(fencerdBin), "lockclient")
-	build := exec.Command("go", "build", "-o", bin, "./internal/cmd/lockclient")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building lockclient: %v\n%s", err, out)
-	}
-	return bin, nil
+	return bin, testbin.Build(bin, "internal/cmd/lockclient")
 })
 
 // fencingStory prints the scenario as it happens, with the time since it
@@ -285,75 +276,6 @@ func (s *fencingStore) snapshot() (string, []fencingWrite) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.value, append([]fencingWrite(nil), s.log...)
-}
-
-// fencingRedis is a redis-server of the test's own on a free loopback port,
-// saving nothing to disk.
-type fencingRedis struct {
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// startFencingRedis starts n redis-servers and stops them when the test ends.
-func startFencingRedis(t *testing.T, n int) []*fencingRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server is not on PATH; the fencing scenario needs real ones."+
-			" On Debian or Ubuntu: apt-get install redis-server (%v)", err)
-	}
-	dir := t.TempDir()
-	var servers []*fencingRedis
-	for range n {
-		var s *fencingRedis
-		for try := 0; s == nil; try++ { // a free port may be taken before redis binds it
-			if s, err = tryStartFencingRedis(t, bin, dir); err != nil && try == 2 {
-				t.Fatalf("starting redis-server: %v", err)
-			}
-		}
-		servers = append(servers, s)
-	}
-	return servers
-}
-
-func tryStartFencingRedis(t *testing.T, bin, dir string) (*fencingRedis, error) {
-	port := freePorts(t, 1)[0]
-	logPath := filepath.Join(dir, "redis-"+port+".log")
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", logPath)
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &fencingRedis{addr: net.JoinHostPort("127.0.0.1", port), cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(s.exited) }()
-	deadline := time.Now().Add(readyTimeout)
-	for pingOnce(s.addr) != nil {
-		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("redis-server on port %s exited: %s", port, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("redis-server on port %s did not answer PING within %v", port, readyTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Cleanup(s.stop)
-	return s, nil
-}
-
-// stop sends SIGTERM, then SIGKILL after stopTimeout, and waits.
-func (s *fencingRedis) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(stopTimeout):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
 }
 
 // fencingWaitLeader waits until d has elected itself (FENCE.STATUS, a

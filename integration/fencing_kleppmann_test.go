@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencerlock/fencer/fence/fencehttp"
 	"github.com/fencerlock/fencer/fence/fenceredis"
+	"github.com/fencerlock/fencer/internal/redistest"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -67,6 +68,17 @@ func fencingPauseClient1(t *testing.T, story *fencingStory, p *fencingProcess) t
 	return time.Now()
 }
 
+// fencingResumeClient1 sends SIGCONT to client 1, paused since paused, and
+// returns what the store answered to its write once it has exited.
+func fencingResumeClient1(t *testing.T, story *fencingStory, p *fencingProcess, paused time.Time) string {
+	t.Helper()
+	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
+	p.resume(t)
+	answer := p.expect(t, "store answered", fencingStep)
+	p.wait(t)
+	return answer
+}
+
 // fencingAcquire is client 2 taking fencer's lock with FENCE.ACQUIRE …
 // WAIT: it is granted as soon as client 1's lease expires. That must not
 // be before fencingTTL after client 1 sent its acquire (DESIGN.md, invariant
@@ -94,9 +106,9 @@ func fencingAcquire(t *testing.T, story *fencingStory, d *daemon, key string, cl
 	return uint64(tok)
 }
 
-// fencingPut is client 2's write to the HTTP store; with a token (> 0) it
-// goes through fencehttp's Transport.
-func fencingPut(t *testing.T, url, value string, token uint64) int {
+// fencingPut is client 2's write to the HTTP store, which must accept it;
+// with a token (> 0) it goes through fencehttp's Transport.
+func fencingPut(t *testing.T, story *fencingStory, url string, token uint64) {
 	t.Helper()
 	hc := &http.Client{Timeout: fencingStep}
 	if token > 0 {
@@ -111,7 +123,14 @@ func fencingPut(t *testing.T, url, value string, token uint64) int {
 		t.Fatalf("client 2: writing to the store: %v", err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode
+	if token > 0 {
+		story.say("client 2 │ wrote %q with token %d: store answered %d", fencingValue2, token, resp.StatusCode)
+	} else {
+		story.say("client 2 │ wrote %q: store answered %d", fencingValue2, resp.StatusCode)
+	}
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("client 2's write answered %d, want 204", resp.StatusCode)
+	}
 }
 
 // TestFencingKleppmannFencerHTTPStore: fencer's token, checked by an HTTP
@@ -131,16 +150,9 @@ func TestFencingKleppmannFencerHTTPStore(t *testing.T) {
 	tok2 := fencingAcquire(t, story, d, "report", p)
 	story.say("client 2 │ acquired lock \"report\": token %d, %.2fs after client 1 was paused (client 1's lease ran out)",
 		tok2, time.Since(paused).Seconds())
-	code := fencingPut(t, store.url, fencingValue2, tok2)
-	story.say("client 2 │ wrote %q with token %d: store answered %d", fencingValue2, tok2, code)
-	if code != http.StatusNoContent {
-		t.Fatalf("client 2's write answered %d, want 204", code)
-	}
+	fencingPut(t, story, store.url, tok2)
 
-	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
-	p.resume(t)
-	answer := p.expect(t, "store answered", fencingStep)
-	p.wait(t)
+	answer := fencingResumeClient1(t, story, p, paused)
 
 	value, log := store.snapshot()
 	story.say("result   │ store holds %q", value)
@@ -170,9 +182,9 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 	story := newFencingStory(t, "fencer + fenced Redis store: the stale SET is refused by the Lua script")
 	d := startFencerd(t)
 	fencingWaitLeader(t, d)
-	storeRedis := startFencingRedis(t, 1)[0]
-	storeURL := "redis://" + storeRedis.addr + "/report"
-	story.say("setup    │ fencerd at %s; store is redis-server %s, written through fenceredis", d.addr, storeRedis.addr)
+	storeRedis := redistest.Start(t)
+	storeURL := "redis://" + storeRedis.Addr + "/report"
+	story.say("setup    │ fencerd at %s; store is redis-server %s, written through fenceredis", d.addr, storeRedis.Addr)
 
 	p := startFencingClient(t, story, "-lock", "fencer", "-fencer", d.addr, "-key", "report", "-owner", "client-1",
 		"-ttl", fencingTTL.String(), "-store", storeURL, "-value", fencingValue1)
@@ -181,7 +193,7 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 
 	tok2 := fencingAcquire(t, story, d, "report", p)
 	story.say("client 2 │ acquired lock \"report\": token %d, %.2fs after client 1 was paused", tok2, time.Since(paused).Seconds())
-	rc := redis.NewClient(&redis.Options{Addr: storeRedis.addr})
+	rc := redis.NewClient(&redis.Options{Addr: storeRedis.Addr})
 	defer rc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), fencingStep)
 	defer cancel()
@@ -190,10 +202,7 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 	}
 	story.say("client 2 │ fenced SET report %q with token %d: OK", fencingValue2, tok2)
 
-	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
-	p.resume(t)
-	answer := p.expect(t, "store answered", fencingStep)
-	p.wait(t)
+	answer := fencingResumeClient1(t, story, p, paused)
 
 	value, err := rc.Get(ctx, "report").Result()
 	if err != nil {
@@ -216,12 +225,12 @@ func TestFencingKleppmannFencerRedisStore(t *testing.T) {
 // what fencer's tokens are for.
 func TestFencingKleppmannRedsyncCorrupts(t *testing.T) {
 	story := newFencingStory(t, "redsync (Redlock, 5 Redis servers) + plain store: the paused client corrupts the data")
-	servers := startFencingRedis(t, 5)
+	servers := redistest.StartN(t, 5)
 	var addrs []string
 	var pools []redsyncredis.Pool
 	for _, s := range servers {
-		addrs = append(addrs, s.addr)
-		c := redis.NewClient(&redis.Options{Addr: s.addr})
+		addrs = append(addrs, s.Addr)
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
 		defer c.Close()
 		pools = append(pools, goredis.NewPool(c))
 	}
@@ -244,16 +253,9 @@ func TestFencingKleppmannRedsyncCorrupts(t *testing.T) {
 	held := m.Until()
 	story.say("client 2 │ acquired lock \"report\", %.2fs after client 1 was paused; valid until +%.2fs",
 		time.Since(paused).Seconds(), held.Sub(story.start).Seconds())
-	code := fencingPut(t, store.url, fencingValue2, 0)
-	story.say("client 2 │ wrote %q: store answered %d", fencingValue2, code)
-	if code != http.StatusNoContent {
-		t.Fatalf("client 2's write answered %d", code)
-	}
+	fencingPut(t, story, store.url, 0)
 
-	story.say("test     │ SIGCONT client 1 after %.2fs paused", time.Since(paused).Seconds())
-	p.resume(t)
-	answer := p.expect(t, "store answered", fencingStep)
-	p.wait(t)
+	answer := fencingResumeClient1(t, story, p, paused)
 
 	value, log := store.snapshot()
 	story.say("result   │ store holds %q: client 2's write is lost, and client 2 still holds the lock", value)

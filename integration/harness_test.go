@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencerlock/fencer/internal/resp"
+	"github.com/fencerlock/fencer/internal/redistest"
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 // The fencerd binaries built by TestMain: as shipped, and with -tags
@@ -40,47 +39,17 @@ func runMain(m *testing.M) int {
 			" Install it (Debian/Ubuntu: apt-get install redis-tools) and run them again.")
 		return 1
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration:", err)
-		return 1
-	}
 	dir, err := os.MkdirTemp("", "fencer-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	fencerdBin = filepath.Join(dir, "fencerd")
-	faultyBin = filepath.Join(dir, "fencerd-faults")
-	for _, b := range [][]string{{"-o", fencerdBin}, {"-o", faultyBin, "-tags", "fencer_faults"}} {
-		build := exec.Command("go", append(append([]string{"build"}, b...), "./cmd/fencerd")...)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "integration: building fencerd %v in %s: %v\n%s", b, root, err, out)
-			return 1
-		}
+	if fencerdBin, faultyBin, err = testbin.BuildFencerd(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: building fencerd:", err)
+		return 1
 	}
 	return m.Run()
-}
-
-// moduleRoot returns the nearest directory at or above the working directory
-// (the package directory under go test) that holds go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod found above the package directory")
-		}
-		dir = parent
-	}
 }
 
 // daemon is one fencerd: its flags and data directory, which outlive the
@@ -114,20 +83,29 @@ type process struct {
 // ports, waits until it answers PING, and stops it when the test ends.
 func startFencerd(t *testing.T) *daemon {
 	t.Helper()
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	d := &daemon{
-		dir:     dir,
-		dataDir: filepath.Join(dir, "data"),
-		addr:    net.JoinHostPort("127.0.0.1", ports[0]),
-		port:    ports[0],
-	}
-	d.args = []string{
-		"--data-dir", d.dataDir,
-		"--listen", d.addr,
-		"--raft-listen", net.JoinHostPort("127.0.0.1", ports[1]),
-	}
+	d := newDaemons(t, 1)[0]
 	d.start(t)
+	return d
+}
+
+// newDaemons returns n fencerds, not started, each with a temporary
+// directory of its own for its data and logs, and with client and Raft
+// ports on loopback that were all free at once.
+func newDaemons(t *testing.T, n int) []*daemon {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	ds := make([]*daemon, n)
+	for i := range ds {
+		ds[i] = newDaemon(t.TempDir(), ports[2*i], ports[2*i+1])
+	}
+	return ds
+}
+
+// newDaemon returns a fencerd, not started, with its data directory in dir,
+// serving clients on 127.0.0.1:port and Raft on 127.0.0.1:raftPort.
+func newDaemon(dir, port, raftPort string) *daemon {
+	d := &daemon{dir: dir, dataDir: filepath.Join(dir, "data"), addr: net.JoinHostPort("127.0.0.1", port), port: port}
+	d.args = []string{"--data-dir", d.dataDir, "--listen", d.addr, "--raft-listen", net.JoinHostPort("127.0.0.1", raftPort)}
 	return d
 }
 
@@ -236,24 +214,7 @@ func pingOnce(addr string) error {
 	if err != nil {
 		return err
 	}
-	return pingConn(c)
-}
-
-// pingConn sends PING on c, checks the reply and closes c.
-func pingConn(c net.Conn) error {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(resp.Command("PING")); err != nil {
-		return err
-	}
-	v, err := resp.ReadValue(bufio.NewReader(c))
-	if err != nil {
-		return err
-	}
-	if v.Kind != resp.SimpleString || v.Str != "PONG" {
-		return fmt.Errorf("PING answered %v", v)
-	}
-	return nil
+	return redistest.Ping(c)
 }
 
 // kill9 kills the running process with SIGKILL and waits for it.

@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/redistest"
 	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/rediscompat"
 )
@@ -211,21 +211,6 @@ func diffEqual(a, b resp.Value, mode byte) bool {
 	return true
 }
 
-// startRedisServer runs a real redis-server on a free loopback port, without
-// persistence, until the test ends.
-func startRedisServer(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal("redis-server is not on PATH: the differential tests compare fencer with it (Debian/Ubuntu: apt-get install redis-server)")
-	}
-	s, err := tryStartFencingRedis(t, bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.addr
-}
-
 // runDiffCases runs every case against redis and fencer at fencerAddr and
 // reports each step whose replies differ.
 func runDiffCases(t *testing.T, redisAddr, fencerAddr string) {
@@ -291,11 +276,11 @@ func shortArgs(args []string) string {
 }
 
 func TestRedisDiffOneNode(t *testing.T) {
-	runDiffCases(t, startRedisServer(t), startFencerd(t).addr)
+	runDiffCases(t, redistest.Start(t).Addr, startFencerd(t).addr)
 }
 
 func TestRedisDiffThroughAFollower(t *testing.T) {
-	redisAddr := startRedisServer(t)
+	redisAddr := redistest.Start(t).Addr
 	c := startNodeCluster(t, 3)
 	follower := c.others(c.leader(t))[0]
 	runDiffCases(t, redisAddr, c.nodes[follower].addr)

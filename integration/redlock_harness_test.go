@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,18 +65,14 @@ func rlStart(t *testing.T, topo rlTopology) *rlEnv {
 		env.awaitWrites(t, 0)
 		return env
 	}
-	ports := freePorts(t, 6)
-	for i := range 3 {
-		dir := t.TempDir()
-		d := &daemon{dir: dir, dataDir: filepath.Join(dir, "data"), addr: net.JoinHostPort("127.0.0.1", ports[2*i]), port: ports[2*i]}
-		d.args = []string{"--data-dir", d.dataDir, "--listen", d.addr, "--raft-listen", net.JoinHostPort("127.0.0.1", ports[2*i+1])}
+	env.nodes = newDaemons(t, 3)
+	for i, d := range env.nodes {
 		if i > 0 {
 			d.args = append(d.args, "--join", env.nodes[0].addr)
 		}
 		if topo == rlEveryAddress {
 			d.args = append(d.args, "--redlock-multi-endpoint")
 		}
-		env.nodes = append(env.nodes, d)
 	}
 	start := time.Now()
 	for _, d := range env.nodes {

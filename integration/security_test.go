@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/redistest"
 	"github.com/fencerlock/fencer/internal/testca"
 )
 
@@ -190,9 +191,8 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 func secStartLoopback(t *testing.T, dir string, extra []string, ready func(*daemon) error) *daemon {
 	t.Helper()
 	ports := freePorts(t, 2)
-	d := &daemon{dir: dir, dataDir: filepath.Join(dir, "data"), port: ports[0], addr: net.JoinHostPort("127.0.0.1", ports[0])}
-	d.args = append([]string{"--data-dir", d.dataDir, "--listen", d.addr,
-		"--raft-listen", net.JoinHostPort("127.0.0.1", ports[1]), "--http-listen", "off"}, extra...)
+	d := newDaemon(dir, ports[0], ports[1])
+	d.args = append(append(d.args, "--http-listen", "off"), extra...)
 	return secStart(t, d, ready)
 }
 
@@ -307,7 +307,7 @@ func secTLSPing(addr string, cfg *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	return pingConn(c)
+	return redistest.Ping(c)
 }
 
 // secDialTLS opens a RESP connection over TLS, closed when the test ends.

@@ -44,12 +44,8 @@ func TestLeaseNotFreedEarlyAndFreedAfterTTL(t *testing.T) {
 	const ttl = 2 * time.Second
 	d := startFencerd(t)
 	holder, poller := newClient(t, d), newClient(t, d)
-	// Let the node elect itself and both clients connect, so that the timed
-	// part below measures leases, not start-up.
-	for _, c := range []*redis.Client{holder, poller} {
-		_, held := status(t, c, "warm-up")
-		require.False(t, held)
-	}
+	// The timed part below measures leases, not start-up.
+	warmUp(t, holder, poller)
 
 	sent := time.Now()
 	g, ok := acquire(t, holder, "ttl", "holder", ttl, 0)
@@ -160,10 +156,7 @@ func TestWaiterGetsLockWhenLeaseExpires(t *testing.T) {
 	const ttl = 1500 * time.Millisecond
 	d := startFencerd(t)
 	holder, waiter := newClient(t, d), newClient(t, d)
-	for _, c := range []*redis.Client{holder, waiter} {
-		_, held := status(t, c, "warm-up")
-		require.False(t, held)
-	}
+	warmUp(t, holder, waiter)
 
 	sent := time.Now()
 	hg, ok := acquire(t, holder, "e", "holder", ttl, 0)

@@ -1,7 +1,6 @@
 package redisbridge
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,24 +14,8 @@ import (
 // requires authentication; join means: wait to be added.
 func startAuthNode(t *testing.T, join bool) (*server.Node, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	cfg := server.DefaultConfig()
-	cfg.DataDir, cfg.RaftAddr, cfg.ClientAddr = t.TempDir(), "127.0.0.1:0", ln.Addr().String()
-	cfg.RaftLogLevel, cfg.Logger, cfg.Join = "error", quiet, join
-	node, err := server.Open(cfg)
-	require.NoError(t, err)
-	bcfg := DefaultConfig()
-	bcfg.Logger, bcfg.RequirePass = quiet, "sekret"
-	bcfg.Users = []User{NewUser("alice", "apw", "app:*")}
-	b, err := New(node, bcfg)
-	require.NoError(t, err)
-	go func() { _ = b.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = b.Close()
-		_ = node.Close()
-	})
-	return node, ln.Addr().String()
+	addr, node := startBridge(t, func(c *server.Config) { c.Join = join }, withAuth)
+	return node, addr
 }
 
 // A follower checks the client's permissions, then forwards over a

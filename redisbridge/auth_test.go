@@ -14,10 +14,15 @@ import (
 
 func startAuth(t *testing.T) string {
 	t.Helper()
-	return startLimited(t, nil, func(c *Config) {
-		c.RequirePass = "sekret"
-		c.Users = []User{NewUser("alice", "apw", "app:*")}
-	})
+	addr, _ := startBridge(t, nil, withAuth)
+	return addr
+}
+
+// withAuth requires a password (sekret) and has one user, alice (apw),
+// allowed the keys app:*.
+func withAuth(c *Config) {
+	c.RequirePass = "sekret"
+	c.Users = []User{NewUser("alice", "apw", "app:*")}
 }
 
 func TestAuthRequiredBeforeCommands(t *testing.T) {

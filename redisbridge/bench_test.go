@@ -55,10 +55,10 @@ func BenchmarkParse(b *testing.B) {
 }
 
 // BenchmarkAcquireRelease is one FENCE.ACQUIRE + FENCE.RELEASE pair over
-// loopback against a real one-node server (bolt with fsync): two Raft
+// loopback against a real one-node server (its log store fsyncs): two Raft
 // commits. "serial" is one client; "parallel" is 16 clients at once.
 func BenchmarkAcquireRelease(b *testing.B) {
-	addr := startLimited(b, nil, nil)
+	addr, _ := startBridge(b, nil, nil)
 	var next atomic.Int64
 	pair := func(b *testing.B, c net.Conn, rd *bufio.Reader) {
 		i := strconv.FormatInt(next.Add(1), 10)

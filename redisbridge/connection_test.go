@@ -10,7 +10,7 @@ import (
 )
 
 func TestHelloSwitchesToRESP3AndBack(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	rc := dialRaw(t, addr)
 
 	assert.Equal(t, "$-1\r\n", rc.do("GET", "free"), "RESP2 by default")
@@ -50,7 +50,7 @@ func TestHelloSwitchesToRESP3AndBack(t *testing.T) {
 // The connection handshakes of real clients: go-redis with RESP3 (HELLO 3,
 // CLIENT SETINFO) and RESP2, and the COMMAND replies clients parse.
 func TestClientsConnectWithTheirHandshakes(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	for _, proto := range []int{2, 3} {
 		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, ClientName: "fencer-test", DB: 0})
 		t.Cleanup(func() { _ = c.Close() })

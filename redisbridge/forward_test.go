@@ -50,7 +50,7 @@ func TestForwardingKeepsOneDeadlinePerRequest(t *testing.T) {
 			go func() {
 				defer c.Close()
 				rd := bufio.NewReader(c)
-				if _, err := readCommandLine(rd); err != nil {
+				if _, err := resp.ReadRaw(rd); err != nil { // the forwarded command
 					return
 				}
 				_, _ = c.Write([]byte("+OK\r\n"))
@@ -69,9 +69,4 @@ func TestForwardingKeepsOneDeadlinePerRequest(t *testing.T) {
 	require.Error(t, err)
 	assert.Regexp(t, "^UNCERTAIN ", err.Error(), "the stalled leader got the command")
 	assert.Less(t, took, 1500*time.Millisecond, "one request, one --request-timeout (1s), even across a leader change")
-}
-
-// readCommandLine reads one RESP array of bulk strings and discards it.
-func readCommandLine(rd *bufio.Reader) ([]byte, error) {
-	return resp.ReadRaw(rd)
 }

@@ -45,7 +45,7 @@ func FuzzBridge(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
-	addr := startLimited(f, nil, func(c *Config) {
+	addr, _ := startBridge(f, nil, func(c *Config) {
 		c.RequestTimeout = 2 * time.Second
 		c.MaxArgs, c.MaxBulkLen = 16, 1024
 	})

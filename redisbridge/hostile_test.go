@@ -12,11 +12,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sendRaw dials addr, sends raw as it is, and returns the connection, which
+// is closed when the test ends, and a reader of its replies. Everything
+// must be done within 10 s.
+func sendRaw(t *testing.T, addr, raw string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = c.Write([]byte(raw))
+	require.NoError(t, err)
+	return c, bufio.NewReader(c)
+}
+
 // Malformed RESP gets a protocol error and the connection is closed; the
 // node keeps serving everyone else. Each case runs over a raw TCP connection
 // against a real node and bridge.
 func TestHostileInput(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	keeper := dialRaw(t, addr)
 	require.Equal(t, "+OK\r\n", keeper.do("SET", "kept", "v", "NX", "PX", "60000"))
 
@@ -39,13 +53,8 @@ func TestHostileInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", addr)
-			require.NoError(t, err)
-			defer c.Close()
-			require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-			_, err = c.Write([]byte(tc.send))
-			require.NoError(t, err)
-			reply, err := resp.ReadRaw(bufio.NewReader(c))
+			c, rd := sendRaw(t, addr, tc.send)
+			reply, err := resp.ReadRaw(rd)
 			require.NoError(t, err)
 			assert.Equal(t, "-ERR Protocol error: "+tc.reply+"\r\n", string(reply))
 			assertClosed(t, c)
@@ -58,14 +67,9 @@ func TestHostileInput(t *testing.T) {
 // with errors, and the connection is closed once the client stops sending
 // (here, by the client; Redis closes on "Host:" and "POST", fencer need not).
 func TestHTTPRequestOnTheRESPPort(t *testing.T) {
-	addr, _ := startBridge(t)
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-	_, err = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
-	require.NoError(t, err)
-	reply, err := resp.ReadRaw(bufio.NewReader(c))
+	addr, _ := startBridge(t, nil, nil)
+	_, rd := sendRaw(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	reply, err := resp.ReadRaw(rd)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(reply), "-ERR"), "%q", reply)
 	assert.Equal(t, "+PONG\r\n", dialRaw(t, addr).do("PING"))
@@ -73,14 +77,8 @@ func TestHTTPRequestOnTheRESPPort(t *testing.T) {
 
 // Commands before the malformed one are answered first, in order.
 func TestProtocolErrorAfterGoodCommands(t *testing.T) {
-	addr, _ := startBridge(t)
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-	_, err = c.Write([]byte("*1\r\n$4\r\nPING\r\nPING\r\n*1\r\n$x\r\n"))
-	require.NoError(t, err)
-	rd := bufio.NewReader(c)
+	addr, _ := startBridge(t, nil, nil)
+	c, rd := sendRaw(t, addr, "*1\r\n$4\r\nPING\r\nPING\r\n*1\r\n$x\r\n")
 	for _, want := range []string{"+PONG\r\n", "+PONG\r\n", "-ERR Protocol error: invalid bulk length\r\n"} {
 		reply, err := resp.ReadRaw(rd)
 		require.NoError(t, err)

@@ -15,36 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// startLimited runs a real node and bridge with edited configs.
-func startLimited(t testing.TB, nodeEdit func(*server.Config), edit func(*Config)) string {
-	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.RaftAddr = "127.0.0.1:0"
-	cfg.RaftLogLevel = "error"
-	cfg.Logger = quiet
-	if nodeEdit != nil {
-		nodeEdit(&cfg)
-	}
-	node, err := server.Open(cfg)
-	require.NoError(t, err)
-	bcfg := DefaultConfig()
-	bcfg.Logger = quiet
-	if edit != nil {
-		edit(&bcfg)
-	}
-	b, err := New(node, bcfg)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = b.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = b.Close()
-		_ = node.Close()
-	})
-	return ln.Addr().String()
-}
-
 // assertClosed asserts the server closes c within 5s, after any replies.
 func assertClosed(t *testing.T, c net.Conn) {
 	t.Helper()
@@ -54,7 +24,7 @@ func assertClosed(t *testing.T, c net.Conn) {
 }
 
 func TestTooManyArgumentsKeepsTheConnection(t *testing.T) {
-	addr := startLimited(t, nil, func(c *Config) { c.MaxArgs = 6 })
+	addr, _ := startBridge(t, nil, func(c *Config) { c.MaxArgs = 6 })
 	rc := dialRaw(t, addr)
 	assert.Equal(t, "-ERR too many arguments: 7, at most 6 per command\r\n", rc.do("DEL", "a", "b", "c", "d", "e", "f"))
 	assert.Equal(t, "+OK\r\n", rc.do("SET", "k", "v", "NX", "PX", "5000"), "six arguments are served")
@@ -62,7 +32,7 @@ func TestTooManyArgumentsKeepsTheConnection(t *testing.T) {
 }
 
 func TestTooLongArgumentKeepsTheConnection(t *testing.T) {
-	addr := startLimited(t, nil, func(c *Config) { c.MaxBulkLen = 64 })
+	addr, _ := startBridge(t, nil, func(c *Config) { c.MaxBulkLen = 64 })
 	rc := dialRaw(t, addr)
 	assert.Equal(t, "+OK\r\n", rc.do("SET", "k", strings.Repeat("v", 64), "NX", "PX", "5000"))
 	assert.Equal(t, "-ERR argument too long: 65 bytes, at most 64\r\n", rc.do("SET", "k2", strings.Repeat("v", 65), "NX", "PX", "5000"))
@@ -71,7 +41,7 @@ func TestTooLongArgumentKeepsTheConnection(t *testing.T) {
 }
 
 func TestTooManyClientsRefusesOnlyTheNewOne(t *testing.T) {
-	addr := startLimited(t, nil, func(c *Config) { c.MaxClients = 2 })
+	addr, _ := startBridge(t, nil, func(c *Config) { c.MaxClients = 2 })
 	a, b := dialRaw(t, addr), dialRaw(t, addr)
 	assert.Equal(t, "+PONG\r\n", a.do("PING"))
 	assert.Equal(t, "+PONG\r\n", b.do("PING"))
@@ -104,7 +74,7 @@ func TestTooManyClientsRefusesOnlyTheNewOne(t *testing.T) {
 }
 
 func TestPipelineBeyondTheLimitIsRefusedPerCommand(t *testing.T) {
-	addr := startLimited(t, nil, func(c *Config) { c.MaxPipeline = 3 })
+	addr, _ := startBridge(t, nil, func(c *Config) { c.MaxPipeline = 3 })
 	rc := dialRaw(t, addr)
 	// One write of ten commands arrives in one read on loopback.
 	_, err := rc.c.Write(bytes.Repeat(resp.Command("PING"), 10))
@@ -120,7 +90,7 @@ func TestPipelineBeyondTheLimitIsRefusedPerCommand(t *testing.T) {
 }
 
 func TestIdleConnectionIsClosed(t *testing.T) {
-	addr := startLimited(t, nil, func(c *Config) { c.IdleTimeout = 200 * time.Millisecond })
+	addr, _ := startBridge(t, nil, func(c *Config) { c.IdleTimeout = 200 * time.Millisecond })
 	rc := dialRaw(t, addr)
 	assert.Equal(t, "+PONG\r\n", rc.do("PING"))
 	start := time.Now()
@@ -130,7 +100,7 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 }
 
 func TestLockTableLimit(t *testing.T) {
-	addr := startLimited(t, func(c *server.Config) { c.MaxLocks = 2 }, nil)
+	addr, _ := startBridge(t, func(c *server.Config) { c.MaxLocks = 2 }, nil)
 	rc := dialRaw(t, addr)
 	a := rc.do("FENCE.ACQUIRE", "a", "me", "10000")
 	require.True(t, strings.HasPrefix(a, "*2\r\n"), "%q", a)
@@ -149,7 +119,7 @@ func TestLockTableLimit(t *testing.T) {
 func TestUserLockLimit(t *testing.T) {
 	alice := NewUser("alice", "apw", "app:*")
 	alice.MaxLocks = 1
-	addr := startLimited(t, func(c *server.Config) {
+	addr, _ := startBridge(t, func(c *server.Config) {
 		c.Quotas = []server.Quota{{Name: "user alice", Pattern: alice.Pattern, Max: alice.MaxLocks}}
 	}, func(c *Config) {
 		c.Users = []User{alice, NewUser("node", "npw", "*")}

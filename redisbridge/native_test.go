@@ -20,22 +20,27 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// startBridge runs a real single node and a bridge on loopback, and returns
-// the bridge's address and the node.
-func startBridge(t *testing.T) (string, *server.Node) {
+// startBridge runs a real node and a bridge on loopback, with the node's
+// and the bridge's configurations changed by nodeEdit and edit where they
+// are not nil, and returns the bridge's address and the node.
+func startBridge(t testing.TB, nodeEdit func(*server.Config), edit func(*Config)) (string, *server.Node) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
 	cfg := server.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.RaftAddr = "127.0.0.1:0"
-	cfg.RaftLogLevel = "error"
-	cfg.Logger = quiet
+	cfg.DataDir, cfg.RaftAddr, cfg.ClientAddr = t.TempDir(), "127.0.0.1:0", ln.Addr().String()
+	cfg.RaftLogLevel, cfg.Logger = "error", quiet
+	if nodeEdit != nil {
+		nodeEdit(&cfg)
+	}
 	node, err := server.Open(cfg)
 	require.NoError(t, err)
 	bcfg := DefaultConfig()
 	bcfg.Logger = quiet
+	if edit != nil {
+		edit(&bcfg)
+	}
 	b, err := New(node, bcfg)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = b.Serve(ln) }()
 	t.Cleanup(func() {
@@ -60,7 +65,7 @@ func do(t *testing.T, c *redis.Client, args ...any) (any, error) {
 }
 
 func TestNativeReplies(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 
 	got, err := do(t, c, "FENCE.ACQUIRE", "a", "me", 10000)
@@ -131,7 +136,7 @@ func TestNativeReplies(t *testing.T) {
 }
 
 func TestBadRequestsKeepTheConnection(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 	for _, tc := range []struct {
 		args []any
@@ -164,7 +169,7 @@ func TestBadRequestsKeepTheConnection(t *testing.T) {
 }
 
 func TestWaitOverRESPIsFIFO(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	holder := newClient(t, addr)
 	_, err := do(t, holder, "FENCE.ACQUIRE", "q", "h", 30000)
 	require.NoError(t, err)
@@ -204,7 +209,7 @@ func TestWaitOverRESPIsFIFO(t *testing.T) {
 }
 
 func TestWaitTimesOutWithNull(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 	_, err := do(t, c, "FENCE.ACQUIRE", "k", "h", 30000)
 	require.NoError(t, err)
@@ -218,7 +223,7 @@ func TestWaitTimesOutWithNull(t *testing.T) {
 // A client that hangs up while it waits leaves the queue: the next release
 // hands the lock to the waiter behind it, not to the one that left.
 func TestHangupLeavesTheQueue(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	holder := newClient(t, addr)
 	_, err := do(t, holder, "FENCE.ACQUIRE", "k", "h", 30000)
 	require.NoError(t, err)
@@ -258,7 +263,7 @@ func TestHangupLeavesTheQueue(t *testing.T) {
 }
 
 func TestPipelinedCommandsAnswerInOrder(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	conn, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer conn.Close()
@@ -278,7 +283,7 @@ func TestPipelinedCommandsAnswerInOrder(t *testing.T) {
 }
 
 func TestStateHashChangesWithTheTable(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 	_, err := do(t, c, "FENCE.ACQUIRE", "h", "me", 10000)
 	require.NoError(t, err)

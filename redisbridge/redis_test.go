@@ -9,37 +9,10 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/internal/resp"
-	"github.com/fencerlock/fencer/server"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// startBridgeWith is startBridge with the bridge's configuration changed by
-// edit.
-func startBridgeWith(t *testing.T, edit func(*Config)) (string, *server.Node) {
-	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.RaftAddr = "127.0.0.1:0"
-	cfg.RaftLogLevel = "error"
-	cfg.Logger = quiet
-	node, err := server.Open(cfg)
-	require.NoError(t, err)
-	bcfg := DefaultConfig()
-	bcfg.Logger = quiet
-	edit(&bcfg)
-	b, err := New(node, bcfg)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = b.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = b.Close()
-		_ = node.Close()
-	})
-	return ln.Addr().String(), node
-}
 
 // rawConn speaks RESP by hand, to check the exact bytes of replies.
 type rawConn struct {
@@ -78,7 +51,7 @@ func (rc *rawConn) read() string {
 }
 
 func TestSetNXHasRedisSemantics(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 
 	ok, err := c.SetNX(t.Context(), "k", "v1", 5*time.Second).Result()
@@ -177,7 +150,7 @@ func TestSetNXHasRedisSemantics(t *testing.T) {
 }
 
 func TestRedisCommandErrorsUseRedisWording(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 	for _, tc := range []struct {
 		args []any
@@ -235,7 +208,7 @@ func TestRedisCommandErrorsUseRedisWording(t *testing.T) {
 }
 
 func TestRedlockMultiEndpointIsIdempotentPerValue(t *testing.T) {
-	addr, _ := startBridgeWith(t, func(c *Config) { c.RedlockMultiEndpoint = true })
+	addr, _ := startBridge(t, nil, func(c *Config) { c.RedlockMultiEndpoint = true })
 	c := newClient(t, addr)
 	for range 2 {
 		ok, err := c.SetNX(t.Context(), "k", "v1", 5*time.Second).Result()
@@ -272,7 +245,7 @@ func TestRedlockMultiEndpointIsIdempotentPerValue(t *testing.T) {
 }
 
 func TestLockScriptsByLibrary(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 	run := func(text string, keys []string, args ...any) any {
 		t.Helper()
@@ -345,7 +318,7 @@ func TestLockScriptsByLibrary(t *testing.T) {
 // node-redlock's acquire of 1,000 keys grants them all in one entry (one
 // token for all), and its release frees them all at once.
 func TestScriptOfManyKeysIsOneEntry(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 	keys := make([]string, 1000)
 	for i := range keys {

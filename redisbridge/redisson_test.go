@@ -29,7 +29,7 @@ func message(channel, msg string) string {
 }
 
 func TestRedissonLockUnlockAndWakeUp(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	a, b, sub := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
 
 	// A locks, and re-enters.
@@ -90,7 +90,7 @@ func TestRedissonLockUnlockAndWakeUp(t *testing.T) {
 
 // Every Redisson version's scripts: lock, re-enter, unlock twice.
 func TestRedissonScriptVersions(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	a, sub := dialRaw(t, addr), dialRaw(t, addr)
 	assert.Equal(t, "*3\r\n"+bulk("subscribe")+bulk(rChannel)+":1\r\n", sub.do("SUBSCRIBE", rChannel))
 	unlocks := []struct {
@@ -119,7 +119,7 @@ func TestRedissonScriptVersions(t *testing.T) {
 }
 
 func TestRESP3SubscriberGetsPushes(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
 	require.True(t, strings.HasPrefix(sub.do("HELLO", "3"), "%7"))
 	assert.Equal(t, ">3\r\n"+bulk("ssubscribe")+bulk("ch")+":1\r\n", sub.do("SSUBSCRIBE", "ch"))

@@ -9,7 +9,7 @@ import (
 )
 
 func TestSnapshotReplyIsTheTable(t *testing.T) {
-	addr, _ := startBridge(t)
+	addr, _ := startBridge(t, nil, nil)
 	c := newClient(t, addr)
 	tok, err := do(t, c, "FENCE.ACQUIRE", "s", "me", 60000)
 	require.NoError(t, err)

@@ -21,16 +21,24 @@ func tlsPing(t *testing.T, addr string, cfg *tls.Config) error {
 	return c.Ping(t.Context()).Err()
 }
 
+// startMTLSBridge starts a bridge whose clients must show a certificate
+// from ca, and returns its address and the TLS configuration of a client
+// it serves.
+func startMTLSBridge(t *testing.T, ca *testca.CA) (addr string, good *tls.Config) {
+	t.Helper()
+	addr, _ = startBridge(t, nil, func(c *Config) {
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
+			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	})
+	return addr, &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}
+}
+
 // RESP over mutual TLS: a client with a certificate from the cluster's CA
 // is served; one without a certificate, one from a foreign CA, and a plain
 // TCP client are refused.
 func TestTLSClientPort(t *testing.T) {
 	ca, foreign := testca.New(t, "test CA"), testca.New(t, "test CA")
-	addr := startLimited(t, nil, func(c *Config) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
-			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	})
-	good := &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}
+	addr, good := startMTLSBridge(t, ca)
 	require.NoError(t, tlsPing(t, addr, good))
 	c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: good, DisableIdentity: true})
 	defer c.Close()
@@ -56,12 +64,7 @@ func TestTLSClientPort(t *testing.T) {
 // one does (TestHangupLeavesTheQueue), although its close_notify alert is
 // left unread on the socket in front of the FIN.
 func TestTLSHangupLeavesTheQueue(t *testing.T) {
-	ca := testca.New(t, "test CA")
-	addr := startLimited(t, nil, func(c *Config) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "node")}, ClientCAs: ca.Pool,
-			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	})
-	good := &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "node")}}
+	addr, good := startMTLSBridge(t, testca.New(t, "test CA"))
 	client := func() *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: good, DisableIdentity: true, MaxRetries: -1, ReadTimeout: 15 * time.Second})
 		t.Cleanup(func() { _ = c.Close() })

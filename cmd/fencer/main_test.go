@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,13 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/testnode"
 	"github.com/fencerlock/fencer/redisbridge"
-	"github.com/fencerlock/fencer/server"
 	"github.com/redis/go-redis/v9"
 )
 
 // nodeAddr is the client address of a real single-node fencer server that
-// TestMain runs in-process (Raft, bolt store and RESP bridge on loopback).
+// TestMain runs in-process (testnode: Raft, its log store and the RESP bridge
+// on loopback).
 var nodeAddr string
 
 func TestMain(m *testing.M) {
@@ -48,45 +47,13 @@ func startNode() (stop func(), addr string, err error) {
 // (authentication, TLS), and waits until it serves a client configured by
 // warm.
 func startSecuredNode(bmod func(*redisbridge.Config), warm func(*redis.Options)) (stop func(), addr string, err error) {
-	dir, err := os.MkdirTemp("", "fencer-cli-test-")
+	n, err := testnode.Start(nil, bmod)
 	if err != nil {
 		return nil, "", err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, "", err
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := server.DefaultConfig()
-	cfg.DataDir, cfg.RaftAddr, cfg.ClientAddr = dir, "127.0.0.1:0", ln.Addr().String()
-	cfg.RaftLogLevel, cfg.Logger = "off", quiet
-	node, err := server.Open(cfg)
-	if err != nil {
-		ln.Close()
-		os.RemoveAll(dir)
-		return nil, "", err
-	}
-	bcfg := redisbridge.DefaultConfig()
-	bcfg.Logger = quiet
-	if bmod != nil {
-		bmod(&bcfg)
-	}
-	bridge, err := redisbridge.New(node, bcfg)
-	if err != nil {
-		ln.Close()
-		node.Close()
-		os.RemoveAll(dir)
-		return nil, "", err
-	}
-	go func() { _ = bridge.Serve(ln) }()
-	stop = func() {
-		bridge.Close()
-		node.Close()
-		os.RemoveAll(dir)
-	}
+	stop = n.Close
 	// Wait until the node has elected itself.
-	ropts := &redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true}
+	ropts := &redis.Options{Addr: n.Addr, Protocol: 2, DisableIdentity: true}
 	if warm != nil {
 		warm(ropts)
 	}
@@ -98,7 +65,7 @@ func startSecuredNode(bmod func(*redisbridge.Config), warm func(*redis.Options))
 		stop()
 		return nil, "", err
 	}
-	return stop, ln.Addr().String(), nil
+	return stop, n.Addr, nil
 }
 
 // result is one run of fencer.

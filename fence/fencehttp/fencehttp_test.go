@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/fencerlock/fencer/fence"
 	"github.com/fencerlock/fencer/fence/fencehttp"
+	"github.com/fencerlock/fencer/internal/fencetest"
 )
 
 // store is a protected resource behind the middleware: a document per path,
@@ -182,52 +182,30 @@ func TestTransport(t *testing.T) {
 func TestConcurrentInterleavedTokens(t *testing.T) {
 	const holders, writes = 8, 25
 	s, srv := startStore(t)
-	refused := make([]int, holders+1)
-	var wg sync.WaitGroup
+	clients := make([]*http.Client, holders+1)
 	for h := 1; h <= holders; h++ {
-		c := &http.Client{Transport: &fencehttp.Transport{
+		clients[h] = &http.Client{Transport: &fencehttp.Transport{
 			Base:   srv.Client().Transport,
 			Source: fencehttp.TokenFunc(func() uint64 { return uint64(h) }),
 		}, Timeout: 30 * time.Second}
-		wg.Go(func() {
-			for i := range writes {
-				if rand.IntN(3) == 0 {
-					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
-				}
-				resp, err := c.Post(srv.URL+"/doc", "text/plain", strings.NewReader(fmt.Sprintf("h%d-%d", h, i)))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case http.StatusNoContent:
-				case http.StatusConflict:
-					refused[h]++
-				default:
-					t.Errorf("holder %d: status %d", h, resp.StatusCode)
-				}
-			}
-		})
 	}
-	wg.Wait()
+	refused := fencetest.Writers(t, holders, writes, func(token uint64, i int) (bool, error) {
+		resp, err := clients[token].Post(srv.URL+"/doc", "text/plain", strings.NewReader(fmt.Sprintf("h%d-%d", token, i)))
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusNoContent:
+			return false, nil
+		case http.StatusConflict:
+			return true, nil
+		}
+		return false, fmt.Errorf("status %d", resp.StatusCode)
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := 1; i < len(s.landed); i++ {
-		if s.landed[i] < s.landed[i-1] {
-			t.Fatalf("write with token %d landed after token %d", s.landed[i], s.landed[i-1])
-		}
-	}
-	if refused[holders] != 0 {
-		t.Errorf("the newest holder was refused %d times", refused[holders])
-	}
-	total := len(s.landed)
-	for _, n := range refused {
-		total += n
-	}
-	if total != holders*writes {
-		t.Errorf("%d writes landed or were refused, want %d", total, holders*writes)
-	}
+	fencetest.CheckHistory(t, refused, holders, writes, s.landed)
 	if !strings.HasPrefix(s.docs["/doc"], fmt.Sprintf("h%d-", holders)) {
 		t.Errorf("store holds %q, want a write of holder %d", s.docs["/doc"], holders)
 	}

@@ -7,24 +7,13 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/fencerlock/fencer/fence"
 	"github.com/fencerlock/fencer/fence/fenceredis"
+	"github.com/fencerlock/fencer/internal/fencetest"
+	"github.com/fencerlock/fencer/internal/redistest"
 )
-
-func wantStale(t *testing.T, err error, key string, token, highest uint64) {
-	t.Helper()
-	var stale *fence.StaleTokenError
-	if !errors.As(err, &stale) {
-		t.Fatalf("err = %v, want a *fence.StaleTokenError", err)
-	}
-	if stale.Resource != key || stale.Token != token || stale.Highest != highest {
-		t.Fatalf("StaleTokenError %+v, want key %q, token %d, highest %d", *stale, key, token, highest)
-	}
-}
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -35,7 +24,7 @@ func must(t *testing.T, err error) {
 
 func TestSetHSetDel(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c)
 
 	if _, ok, err := s.Highest(ctx, "k"); ok || err != nil {
@@ -43,7 +32,7 @@ func TestSetHSetDel(t *testing.T) {
 	}
 	must(t, s.Set(ctx, "k", 5, "five", 0))
 	must(t, s.Set(ctx, "k", 5, "five again", 0))
-	wantStale(t, s.Set(ctx, "k", 4, "four", 0), "k", 4, 5)
+	fencetest.WantStale(t, s.Set(ctx, "k", 4, "four", 0), "k", 4, 5)
 	if v := c.Get(ctx, "k").Val(); v != "five again" {
 		t.Errorf("k = %q after a refused write, want %q", v, "five again")
 	}
@@ -57,7 +46,7 @@ func TestSetHSetDel(t *testing.T) {
 
 	must(t, s.HSet(ctx, "h", 3, "name", "ada", "role", "admin"))
 	must(t, s.HSet(ctx, "h", 4, "role", "user"))
-	wantStale(t, s.HSet(ctx, "h", 3, "role", "root"), "h", 3, 4)
+	fencetest.WantStale(t, s.HSet(ctx, "h", 3, "role", "root"), "h", 3, 4)
 	if got := c.HGetAll(ctx, "h").Val(); fmt.Sprint(got) != "map[name:ada role:user]" {
 		t.Errorf("h = %v, want name ada, role user", got)
 	}
@@ -67,7 +56,7 @@ func TestSetHSetDel(t *testing.T) {
 
 	// A delete keeps the token: the stale writer cannot bring the key back.
 	must(t, s.Del(ctx, "k", 9))
-	wantStale(t, s.Set(ctx, "k", 8, "eight, late", 0), "k", 8, 9)
+	fencetest.WantStale(t, s.Set(ctx, "k", 8, "eight, late", 0), "k", 8, 9)
 	if n := c.Exists(ctx, "k").Val(); n != 0 {
 		t.Errorf("k exists after a fenced DEL and a stale SET")
 	}
@@ -81,7 +70,7 @@ func TestSetHSetDel(t *testing.T) {
 // does not record its token.
 func TestFailedWriteChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c)
 	must(t, s.Set(ctx, "k", 2, "a string", 0))
 	err := s.HSet(ctx, "k", 7, "f", "v")
@@ -98,21 +87,21 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 // doubles would round, and across a change of length.
 func TestLargeTokens(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c)
 	must(t, s.Set(ctx, "k", 9, "x", 0))
 	must(t, s.Set(ctx, "k", 10, "x", 0))
-	wantStale(t, s.Set(ctx, "k", 9, "x", 0), "k", 9, 10)
+	fencetest.WantStale(t, s.Set(ctx, "k", 9, "x", 0), "k", 9, 10)
 	const big = 1<<53 + 1 // 9007199254740993: as a double, equal to 1<<53
 	must(t, s.Set(ctx, "k", big, "x", 0))
-	wantStale(t, s.Set(ctx, "k", big-1, "x", 0), "k", big-1, big)
+	fencetest.WantStale(t, s.Set(ctx, "k", big-1, "x", 0), "k", big-1, big)
 	must(t, s.Set(ctx, "k", 1<<64-1, "x", 0))
-	wantStale(t, s.Set(ctx, "k", 1<<64-2, "x", 0), "k", 1<<64-2, 1<<64-1)
+	fencetest.WantStale(t, s.Set(ctx, "k", 1<<64-2, "x", 0), "k", 1<<64-2, 1<<64-1)
 }
 
 func TestWithTokenKey(t *testing.T) {
 	ctx := context.Background()
-	c := startRedis(t).client(t)
+	c := client(t, redistest.Start(t))
 	s := fenceredis.New(c, fenceredis.WithTokenKey(func(key string) string { return "tokens:" + key }))
 	must(t, s.Set(ctx, "k", 12, "v", 0))
 	if v := c.Get(ctx, "tokens:k").Val(); v != "12" {
@@ -131,71 +120,31 @@ func TestWithTokenKey(t *testing.T) {
 func TestConcurrentInterleavedTokens(t *testing.T) {
 	const holders, writes = 8, 30
 	ctx := context.Background()
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	mon := startMonitor(t, srv)
-	s := fenceredis.New(srv.client(t))
-	refused := make([]int, holders+1)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for h := 1; h <= holders; h++ {
-		wg.Go(func() {
-			token := uint64(h)
-			time.Sleep(time.Duration(h-1) * 2 * time.Millisecond)
-			for i := range writes {
-				var err error
-				value := fmt.Sprintf("holder %d write %d", h, i)
-				switch rand.IntN(3) {
-				case 0:
-					err = s.Set(ctx, "doc", token, value, 0)
-				case 1:
-					err = s.Del(ctx, "doc", token)
-				case 2:
-					err = s.HSet(ctx, "hash", token, "by", value)
-				}
-				var stale *fence.StaleTokenError
-				switch {
-				case err == nil:
-				case errors.As(err, &stale) && stale.Token == token && stale.Highest > token:
-					mu.Lock()
-					refused[h]++
-					mu.Unlock()
-				default:
-					t.Errorf("holder %d: %v", h, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	srv.client(t).Echo(ctx, "end of test writes")
+	s := fenceredis.New(client(t, srv))
+	refused := fencetest.Writers(t, holders, writes, func(token uint64, i int) (bool, error) {
+		value := fmt.Sprintf("holder %d write %d", token, i)
+		switch rand.IntN(3) {
+		case 0:
+			return fencetest.Refusal(token, s.Set(ctx, "doc", token, value, 0))
+		case 1:
+			return fencetest.Refusal(token, s.Del(ctx, "doc", token))
+		default:
+			return fencetest.Refusal(token, s.HSet(ctx, "hash", token, "by", value))
+		}
+	})
+	client(t, srv).Echo(ctx, "end of test writes")
 	landed := map[string][]uint64{}
 	re := regexp.MustCompile(`\[\d+ lua\] "SET" "fence:\{(doc|hash)\}" "(\d+)"`)
-	total := 0
 	for _, line := range mon.until(t, "end of test writes") {
 		if m := re.FindStringSubmatch(line); m != nil {
 			tok, _ := strconv.ParseUint(m[2], 10, 64)
 			landed[m[1]] = append(landed[m[1]], tok)
-			total++
 		}
 	}
-	for key, tokens := range landed {
-		for i := 1; i < len(tokens); i++ {
-			if tokens[i] < tokens[i-1] {
-				t.Fatalf("%s: a write with token %d landed after one with token %d", key, tokens[i], tokens[i-1])
-			}
-		}
-		t.Logf("%s: %d writes landed, tokens %v", key, len(tokens), tokens)
-	}
-	if refused[holders] != 0 {
-		t.Errorf("the newest holder was refused %d times", refused[holders])
-	}
-	for _, n := range refused {
-		total += n
-	}
-	if total != holders*writes {
-		t.Errorf("%d writes landed or were refused, want %d", total, holders*writes)
-	}
-	if got := srv.client(t).HGet(ctx, "hash", "by").Val(); !regexp.MustCompile(fmt.Sprintf("^holder %d ", holders)).MatchString(got) {
+	fencetest.CheckHistory(t, refused, holders, writes, landed["doc"], landed["hash"])
+	if got := client(t, srv).HGet(ctx, "hash", "by").Val(); !regexp.MustCompile(fmt.Sprintf("^holder %d ", holders)).MatchString(got) {
 		t.Errorf("hash holds %q, want the newest holder's write", got)
 	}
 }

@@ -2,103 +2,20 @@ package fenceredis_test
 
 import (
 	"bufio"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/redistest"
 	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/redis/go-redis/v9"
 )
 
-// redisServer is a redis-server of the test's own, on a free loopback port,
-// saving nothing to disk.
-type redisServer struct {
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// startRedis starts redis-server and stops it when the test ends. It fails
-// the test (never skips it) if redis-server is not installed.
-func startRedis(t *testing.T) *redisServer {
+// client returns a go-redis client of s, closed when the test ends.
+func client(t *testing.T, s *redistest.Server) *redis.Client {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server is not on PATH; these tests need a real one."+
-			" On Debian or Ubuntu install it with: apt-get install redis-server (%v)", err)
-	}
-	dir := t.TempDir()
-	var lastErr error
-	for range 3 { // the free port may be taken before redis binds it
-		s, err := tryStartRedis(t, bin, dir)
-		if err == nil {
-			return s
-		}
-		lastErr = err
-	}
-	t.Fatalf("starting redis-server: %v", lastErr)
-	return nil
-}
-
-func tryStartRedis(t *testing.T, bin, dir string) (*redisServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
-	logPath := filepath.Join(dir, "redis-"+port+".log")
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", logPath)
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", port), cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(s.exited) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("redis-server on port %s exited: %s", port, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("redis-server on port %s did not accept connections within 10s", port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Cleanup(s.stop)
-	return s, nil
-}
-
-// stop sends SIGTERM, then SIGKILL if the server has not exited within 5s,
-// and waits for it.
-func (s *redisServer) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
-}
-
-func (s *redisServer) client(t *testing.T) *redis.Client {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.addr, DisableIdentity: true})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DisableIdentity: true})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -110,9 +27,9 @@ type monitor struct {
 	lines chan string
 }
 
-func startMonitor(t *testing.T, s *redisServer) *monitor {
+func startMonitor(t *testing.T, s *redistest.Server) *monitor {
 	t.Helper()
-	c, err := net.Dial("tcp", s.addr)
+	c, err := net.Dial("tcp", s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

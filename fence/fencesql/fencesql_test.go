@@ -5,14 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/fencerlock/fencer/fence"
 	"github.com/fencerlock/fencer/fence/fencesql"
+	"github.com/fencerlock/fencer/internal/fencetest"
 )
 
 // backend is one real database the tests run against.
@@ -78,17 +76,6 @@ func (b backend) landed(t *testing.T) []uint64 {
 	return out
 }
 
-func wantStale(t *testing.T, err error, resource string, token, highest uint64) {
-	t.Helper()
-	var stale *fence.StaleTokenError
-	if !errors.As(err, &stale) {
-		t.Fatalf("err = %v, want a *fence.StaleTokenError", err)
-	}
-	if stale.Resource != resource || stale.Token != token || stale.Highest != highest {
-		t.Fatalf("StaleTokenError %+v, want resource %q, token %d, highest %d", *stale, resource, token, highest)
-	}
-}
-
 func TestTableWrite(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
@@ -118,7 +105,7 @@ func TestTableWrite(t *testing.T) {
 				}
 				continue
 			}
-			wantStale(t, err, st.key, st.token, st.staleOver)
+			fencetest.WantStale(t, err, st.key, st.token, st.staleOver)
 		}
 		got := map[string]string{}
 		rows, err := b.db.Query(`SELECT id, token, body, author FROM docs`)
@@ -162,7 +149,7 @@ func TestTableWriteInTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantStale(t, docs.Write(ctx, tx, "a", 6, "six"), "a", 6, 7)
+		fencetest.WantStale(t, docs.Write(ctx, tx, "a", 6, "six"), "a", 6, 7)
 		if _, err := tx.Exec(`INSERT INTO notes (note) VALUES ('refused 6')`); err != nil {
 			t.Fatalf("transaction unusable after a refused write: %v", err)
 		}
@@ -215,7 +202,7 @@ func TestTokensDo(t *testing.T) {
 		if err := deposit(12, 5, nil); err != nil {
 			t.Fatal(err)
 		}
-		wantStale(t, deposit(11, 1000, nil), "account/acct", 11, 12)
+		fencetest.WantStale(t, deposit(11, 1000, nil), "account/acct", 11, 12)
 		boom := errors.New("payment service down")
 		if err := deposit(13, 7, boom); !errors.Is(err, boom) {
 			t.Fatalf("failing write: %v", err)
@@ -251,76 +238,7 @@ func TestPostgresQualifiedName(t *testing.T) {
 	if err := docs.Write(ctx, b.db, 1, 3, "x"); err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, docs.Write(ctx, b.db, 1, 2, "y"), "1", 2, 3)
-}
-
-// writers runs holders with tokens 1..holders, each writing `writes` times
-// through write, concurrently; holder h starts 2(h-1) ms after the first, so
-// that each overlaps the next few, as a paused holder overlaps its
-// successors. It returns how often each token was refused and fails the test
-// on any error that is not a refusal.
-func writers(t *testing.T, holders, writes int, write func(token uint64, i int) error) []int {
-	t.Helper()
-	refused := make([]int, holders+1)
-	var wg sync.WaitGroup
-	for h := 1; h <= holders; h++ {
-		wg.Go(func() {
-			time.Sleep(time.Duration(h-1) * 2 * time.Millisecond)
-			for i := range writes {
-				if rand.IntN(3) == 0 {
-					time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
-				}
-				err := write(uint64(h), i)
-				var stale *fence.StaleTokenError
-				switch {
-				case err == nil:
-				case errors.As(err, &stale) && stale.Token == uint64(h) && stale.Highest > uint64(h):
-					refused[h]++
-				default:
-					t.Errorf("holder %d, write %d: %v", h, i, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return refused
-}
-
-// checkHistory fails the test if a lower token landed after a higher one,
-// if the newest holder was refused, or if writes went missing.
-func checkHistory(t *testing.T, landed []uint64, refused []int, holders, writes int) {
-	t.Helper()
-	for i := 1; i < len(landed); i++ {
-		if landed[i] < landed[i-1] {
-			t.Fatalf("a write with token %d landed after one with token %d (%d of %d)", landed[i], landed[i-1], i, len(landed))
-		}
-	}
-	if refused[holders] != 0 {
-		t.Errorf("the newest holder (token %d) was refused %d times", holders, refused[holders])
-	}
-	total := len(landed)
-	for _, n := range refused {
-		total += n
-	}
-	if total != holders*writes {
-		t.Errorf("%d writes landed or were refused, want %d", total, holders*writes)
-	}
-	t.Logf("%d writes landed, %d refused; tokens landed: %s", len(landed), holders*writes-len(landed), runs(landed))
-}
-
-// runs abbreviates a landing history: 1×3 2×1 5×12 …
-func runs(tokens []uint64) string {
-	var sb strings.Builder
-	for i := 0; i < len(tokens); {
-		j := i
-		for j < len(tokens) && tokens[j] == tokens[i] {
-			j++
-		}
-		fmt.Fprintf(&sb, "%d×%d ", tokens[i], j-i)
-		i = j
-	}
-	return strings.TrimSpace(sb.String())
+	fencetest.WantStale(t, docs.Write(ctx, b.db, 1, 2, "y"), "1", 2, 3)
 }
 
 func TestTableConcurrentInterleavedTokens(t *testing.T) {
@@ -331,10 +249,10 @@ func TestTableConcurrentInterleavedTokens(t *testing.T) {
 		docs, _ := fencesql.NewTable(b.dialect, "docs", "id", "token", "body")
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		refused := writers(t, holders, writes, func(token uint64, i int) error {
-			return docs.Write(ctx, b.db, "doc", token, fmt.Sprintf("holder %d write %d", token, i))
+		refused := fencetest.Writers(t, holders, writes, func(token uint64, i int) (bool, error) {
+			return fencetest.Refusal(token, docs.Write(ctx, b.db, "doc", token, fmt.Sprintf("holder %d write %d", token, i)))
 		})
-		checkHistory(t, b.landed(t), refused, holders, writes)
+		fencetest.CheckHistory(t, refused, holders, writes, b.landed(t))
 		var tok int64
 		var body string
 		if err := b.db.QueryRow(`SELECT token, body FROM docs WHERE id = 'doc'`).Scan(&tok, &body); err != nil {
@@ -364,14 +282,14 @@ func TestTokensConcurrentInterleavedTokens(t *testing.T) {
 		}
 		b.exec(t, events, `CREATE TABLE summary (id INT PRIMARY KEY, last_token BIGINT, count BIGINT)`,
 			`INSERT INTO summary VALUES (1, 0, 0)`)
-		refused := writers(t, holders, writes, func(token uint64, i int) error {
-			return tokens.Do(ctx, b.db, "stream", token, func(tx *sql.Tx) error {
+		refused := fencetest.Writers(t, holders, writes, func(token uint64, i int) (bool, error) {
+			return fencetest.Refusal(token, tokens.Do(ctx, b.db, "stream", token, func(tx *sql.Tx) error {
 				if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO events (token) VALUES (%d)`, token)); err != nil {
 					return err
 				}
 				_, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE summary SET last_token = %d, count = count + 1`, token))
 				return err
-			})
+			}))
 		})
 		rows, err := b.db.Query(`SELECT token FROM events ORDER BY seq`)
 		if err != nil {
@@ -386,7 +304,7 @@ func TestTokensConcurrentInterleavedTokens(t *testing.T) {
 			landed = append(landed, uint64(tok))
 		}
 		rows.Close()
-		checkHistory(t, landed, refused, holders, writes)
+		fencetest.CheckHistory(t, refused, holders, writes, landed)
 		var last, count int64
 		if err := b.db.QueryRow(`SELECT last_token, count FROM summary`).Scan(&last, &count); err != nil {
 			t.Fatal(err)

@@ -76,6 +76,41 @@ type report struct {
 	logFiles      int
 }
 
+// settle heals every fault, then waits for the cluster to list all its
+// members and for every node to reach the same state, which it records.
+func (r *report) settle(t *testing.T, c *cluster) {
+	t.Helper()
+	if err := c.nw.heal(); err != nil {
+		t.Fatalf("healing: %v", err)
+	}
+	if err := c.awaitMembers(formTimeout); err != nil {
+		r.nemesisErrs = append(r.nemesisErrs, "at the end: "+err.Error())
+	}
+	r.hashes, r.convergeErr = c.awaitConverged(formTimeout)
+}
+
+// tally records the grants per workload, and what the nemesis did.
+func (r *report) tally(grants []grant, nm *nemesis) {
+	r.grants = make(map[string]int)
+	for _, g := range grants {
+		r.grants[g.workload]++
+	}
+	r.faults, r.restarts, r.nemesisErrs = nm.faults, len(nm.restarts), append(r.nemesisErrs, nm.errs...)
+}
+
+// readLogs records what the nodes' logs show: lines that must not appear,
+// leader changes and snapshots.
+func (r *report) readLogs(c *cluster) {
+	for _, n := range c.nodes {
+		r.badLogs = append(r.badLogs, n.badLogLines()...)
+		r.leaderChanges += n.countInLogs("leader ready")
+		r.snapsTaken += n.countInLogs("snapshot complete up to")
+		r.snapsInstall += n.countInLogs("Installed remote snapshot")
+		r.logFiles += n.starts
+	}
+	r.leaderChanges-- // the first election is not a change
+}
+
 // violations returns the violations of the checker whose name starts with
 // prefix.
 func (r *report) violations(prefix string) []string {
@@ -93,7 +128,7 @@ func (r *report) violations(prefix string) []string {
 func envCampaign(t *testing.T, n int) (campaign, bool) {
 	t.Helper()
 	c := campaign{nodes: n, duration: defaultDuration, clientsPerNode: defaultClients, bin: fencerdBin,
-		seed:      uint64(time.Now().UnixNano()),
+		seed:      envSeed(t, "CHAOS_SEED"),
 		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync},
 		kinds:     deck, first: killLeader, lazy: os.Getenv("CHAOS_LAZYFS") != "0"}
 	if !c.lazy {
@@ -102,19 +137,8 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 	if s := os.Getenv("CHAOS_NODES"); s != "" && !slices.Contains(atois(t, "CHAOS_NODES", strings.Fields(s)), n) {
 		return c, false
 	}
-	if s := os.Getenv("CHAOS_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("CHAOS_DURATION=%q: want a positive duration such as 3m", s)
-		}
+	if d, set := envDuration(t, "CHAOS_DURATION"); set {
 		c.duration = d
-	}
-	if s := os.Getenv("CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("CHAOS_SEED=%q: want an unsigned integer", s)
-		}
-		c.seed = v
 	}
 	if s := os.Getenv("CHAOS_CLIENTS"); s != "" {
 		c.clientsPerNode = atois(t, "CHAOS_CLIENTS", []string{s})[0]
@@ -123,6 +147,55 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 		}
 	}
 	return c, true
+}
+
+// runDir makes a directory for a run's logs, data and histories, named
+// after prefix. It is removed when the test ends, unless the test failed or
+// CHAOS_KEEP=1: then the test logs where it is.
+func runDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
+			t.Logf("logs, data and histories kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
+}
+
+// envDuration reads the environment variable name, a positive duration;
+// set is false if it is empty.
+func envDuration(t *testing.T, name string) (d time.Duration, set bool) {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration such as 3m", name, s)
+	}
+	return d, true
+}
+
+// envSeed reads the environment variable name, a seed that repeats a run's
+// schedule, or draws a new seed if it is empty.
+func envSeed(t *testing.T, name string) uint64 {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want an unsigned integer", name, s)
+	}
+	return v
 }
 
 func atois(t *testing.T, name string, ss []string) []int {
@@ -152,19 +225,44 @@ func minLeaderChanges(d time.Duration) int {
 	return 1
 }
 
-// runWorkload runs the workload of the given kind on cl until stop.
-func runWorkload(kind workloadKind, cl *client, c *cluster, lin *linWorkload, exp *expiryWorkload, fenced *fencedWorkload, stop <-chan struct{}) {
+// workloads are the checked workloads of a run, which share one log of
+// grants.
+type workloads struct {
+	grants *grantLog
+	lin    *linWorkload
+	exp    *expiryWorkload
+	fenced *fencedWorkload
+}
+
+func newWorkloads() *workloads {
+	grants := &grantLog{}
+	return &workloads{grants: grants, lin: &linWorkload{grants: grants}, exp: &expiryWorkload{grants: grants},
+		fenced: newFencedWorkload(grants)}
+}
+
+// spawn starts perNode clients on every node of c, which run kinds in turn
+// until the crowd stops.
+func (w *workloads) spawn(clients *crowd, c *cluster, perNode int, kinds []workloadKind) {
+	for i := range c.nodes {
+		for j := range perNode {
+			clients.spawn(i, func(cl *client) { w.run(kinds[(i+j)%len(kinds)], cl, c, clients.stop) })
+		}
+	}
+}
+
+// run runs the workload of the given kind on cl until stop.
+func (w *workloads) run(kind workloadKind, cl *client, c *cluster, stop <-chan struct{}) {
 	switch kind {
 	case wlLinearizable:
-		lin.run(cl, stop)
+		w.lin.run(cl, stop)
 	case wlExpiry:
-		exp.run(cl, stop)
+		w.exp.run(cl, stop)
 	case wlFenced:
-		fenced.run(cl, stop)
+		w.fenced.run(cl, stop)
 	case wlRedisLua:
-		fenced.runRedisLua(cl, stop)
+		w.fenced.runRedisLua(cl, stop)
 	case wlRedsync:
-		fenced.runRedsync(cl, c, stop)
+		w.fenced.runRedsync(cl, c, stop)
 	}
 }
 
@@ -175,17 +273,7 @@ func runWorkload(kind workloadKind, cl *client, c *cluster, lin *linWorkload, ex
 func runCampaign(t *testing.T, cfg campaign) *report {
 	t.Helper()
 	t.Logf("fault campaign: %d nodes, %v, seed %d (CHAOS_SEED=%d draws the same faults and client choices again)", cfg.nodes, cfg.duration, cfg.seed, cfg.seed)
-	dir, err := os.MkdirTemp("", fmt.Sprintf("fencer-chaos-%dn-", cfg.nodes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
-			t.Logf("logs, data and histories kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := runDir(t, fmt.Sprintf("fencer-chaos-%dn-", cfg.nodes))
 	c, err := startCluster(clusterConfig{nodes: cfg.nodes, bin: cfg.bin, env: cfg.env, dir: dir, lazy: cfg.lazy, seed: cfg.seed, args: cfg.args})
 	if err != nil {
 		t.Fatalf("starting the cluster: %v", err)
@@ -194,68 +282,32 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 
 	rep := &report{cfg: cfg, dir: dir, count: &counters{}}
 	clk := clock{start: time.Now()}
-	grants := &grantLog{}
-	lin := &linWorkload{grants: grants}
-	exp := &expiryWorkload{grants: grants}
-	fenced := newFencedWorkload(grants)
-
-	clientStop := make(chan struct{})
-	var clients sync.WaitGroup
-	id := 0
-	for i := range cfg.nodes {
-		for j := range cfg.clientsPerNode {
-			cl := newClient(id, i, c, clk, cfg.seed, rep.count)
-			id++
-			clients.Add(1)
-			go func() {
-				defer clients.Done()
-				defer cl.conn.close()
-				runWorkload(cfg.workloads[(i+j)%len(cfg.workloads)], cl, c, lin, exp, fenced, clientStop)
-			}()
-		}
-	}
-	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: cfg.kinds, first: cfg.first}
+	w := newWorkloads()
+	clients := newCrowd(c, clk, cfg.seed, rep.count)
+	w.spawn(clients, c, cfg.clientsPerNode, cfg.workloads)
+	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: w.fenced, kinds: cfg.kinds, first: cfg.first}
 	nm.runFor(cfg.duration)
 	// A little quiet time on a whole cluster, then stop the clients.
 	time.Sleep(2 * time.Second)
-	close(clientStop)
-	if !waitTimeout(&clients, drainTimeout) {
-		t.Fatalf("clients did not finish within %v of being stopped", drainTimeout)
-	}
+	close(clients.stop)
+	clients.wait(t)
 	rep.elapsed = time.Duration(clk.now())
 
-	if err := c.nw.heal(); err != nil {
-		t.Fatalf("healing: %v", err)
-	}
-	if err := c.awaitMembers(formTimeout); err != nil {
-		rep.nemesisErrs = append(rep.nemesisErrs, "at the end: "+err.Error())
-	}
-	rep.hashes, rep.convergeErr = c.awaitConverged(formTimeout)
+	rep.settle(t, c)
 
-	all := grants.all()
-	rep.grants = make(map[string]int)
-	for _, g := range all {
-		rep.grants[g.workload]++
-	}
-	rep.faults, rep.restarts, rep.nemesisErrs = nm.faults, len(nm.restarts), append(rep.nemesisErrs, nm.errs...)
+	all := w.grants.all()
+	rep.tally(all, nm)
 	if slices.Contains(cfg.workloads, wlLinearizable) {
-		rep.results = append(rep.results, lin.check(dir))
+		rep.results = append(rep.results, w.lin.check(dir))
 	}
 	rep.results = append(rep.results, checkEarlyExpiry(all))
 	if slices.Contains(cfg.workloads, wlFenced) || slices.Contains(cfg.workloads, wlRedisLua) || slices.Contains(cfg.workloads, wlRedsync) {
-		rep.results = append(rep.results, fenced.check())
+		rep.results = append(rep.results, w.fenced.check())
 	}
 	rep.results = append(rep.results, checkTokens(all, nm.restarts))
 	rep.results = append(rep.results, checkStateHashes(rep.hashes, rep.convergeErr))
 
-	for _, n := range c.nodes {
-		rep.badLogs = append(rep.badLogs, n.badLogLines()...)
-		rep.leaderChanges += n.countInLogs("leader ready")
-		rep.snapsTaken += n.countInLogs("snapshot complete up to")
-		rep.snapsInstall += n.countInLogs("Installed remote snapshot")
-		rep.logFiles += n.starts
-	}
-	rep.leaderChanges-- // the first election is not a change
+	rep.readLogs(c)
 	t.Log("\n" + rep.summary())
 	return rep
 }

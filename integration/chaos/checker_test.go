@@ -136,8 +136,7 @@ func TestFencedCheck(t *testing.T) {
 		if err := w.store.write("r", tok, id, list); err != nil {
 			t.Fatalf("write %s with token %d: %v", id, tok, err)
 		}
-		w.acked.Add(1)
-		w.ackedIDs["r"] = append(w.ackedIDs["r"], id)
+		w.ack("r", id, tok)
 	}
 	mustWrite(1, "a", []string{"a"})
 	mustWrite(2, "b", []string{"a", "b"})

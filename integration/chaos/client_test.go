@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -77,6 +78,18 @@ func (c *counters) odd(cmd string, v any) {
 	}
 }
 
+// tally counts one operation of a client library (redsync, the Go client),
+// failed if err is not nil, and reports whether it succeeded.
+func (c *counters) tally(err error) bool {
+	c.ops.Add(1)
+	if err != nil {
+		c.failedOps.Add(1)
+		return false
+	}
+	c.okOps.Add(1)
+	return true
+}
+
 // client is one workload client bound to one node. It runs in its own
 // goroutine; everything in it is used by that goroutine only.
 type client struct {
@@ -98,6 +111,49 @@ func newClient(id, node int, c *cluster, clk clock, seed uint64, count *counters
 	addr := c.nodes[node].addr()
 	cl.conn.dial = func() (net.Conn, error) { return c.nw.dial(addr, time.Second) }
 	return cl
+}
+
+// crowd starts the workload clients of a run, each in a goroutine of its
+// own, and waits for them once stop is closed.
+type crowd struct {
+	c     *cluster
+	clk   clock
+	seed  uint64
+	count *counters
+	// stop ends the workloads when the caller closes it.
+	stop chan struct{}
+	wg   sync.WaitGroup
+	next int // the next client's ID
+}
+
+func newCrowd(c *cluster, clk clock, seed uint64, count *counters) *crowd {
+	return &crowd{c: c, clk: clk, seed: seed, count: count, stop: make(chan struct{})}
+}
+
+// add returns a new client of node, for the caller to run.
+func (cr *crowd) add(node int) *client {
+	cl := newClient(cr.next, node, cr.c, cr.clk, cr.seed, cr.count)
+	cr.next++
+	return cl
+}
+
+// spawn runs f with a new client of node, and closes its connection when f
+// returns.
+func (cr *crowd) spawn(node int, f func(cl *client)) {
+	cl := cr.add(node)
+	cr.wg.Go(func() {
+		defer cl.conn.close()
+		f(cl)
+	})
+}
+
+// wait fails the test unless every client returns within drainTimeout of
+// stop being closed.
+func (cr *crowd) wait(t *testing.T) {
+	t.Helper()
+	if !waitTimeout(&cr.wg, drainTimeout) {
+		t.Fatalf("clients did not finish within %v of being stopped", drainTimeout)
+	}
 }
 
 // owner returns a fresh owner name: every acquire attempt has its own, so
@@ -128,6 +184,32 @@ func (cl *client) do(timeout time.Duration, args ...string) (reply any, out outc
 		cl.count.unknownOps.Add(1)
 	}
 	return v, out, call, ret
+}
+
+// statusRead is one FENCE.STATUS a client sent and its answer, decoded.
+type statusRead struct {
+	owner     string
+	token     uint64
+	held      bool
+	reply     any // as received, for messages
+	call, ret int64
+}
+
+// status sends FENCE.STATUS key. read is false when the answer says nothing
+// either way: an error reply, a lost connection, or a reply of the wrong
+// shape (counted as odd).
+func (cl *client) status(key string) (r statusRead, read bool) {
+	var out outcome
+	r.reply, out, r.call, r.ret = cl.do(clientTimeout, "FENCE.STATUS", key)
+	if out != ok {
+		return r, false
+	}
+	var err error
+	if r.owner, r.token, r.held, err = asStatus(r.reply); err != nil {
+		cl.count.odd("FENCE.STATUS", r.reply)
+		return r, false
+	}
+	return r, true
 }
 
 // think pauses between operations, so that the clients load the cluster

@@ -114,11 +114,7 @@ func envClockRates(t *testing.T) ([]float64, time.Duration) {
 			rates = append(rates, v)
 		}
 	}
-	if s := os.Getenv("CHAOS_CLOCK_DURATION"); s != "" {
-		v, err := time.ParseDuration(s)
-		if err != nil || v <= 0 {
-			t.Fatalf("CHAOS_CLOCK_DURATION=%q: want a positive duration such as 1m", s)
-		}
+	if v, set := envDuration(t, "CHAOS_CLOCK_DURATION"); set {
 		d = v
 	}
 	return rates, d
@@ -155,17 +151,7 @@ func runClockRate(t *testing.T, rate float64, d time.Duration) *clockRow {
 	t.Helper()
 	factor := strconv.FormatFloat(rate, 'g', -1, 64)
 	t.Logf("leader clock factor %s: %v", factor, d)
-	dir, err := os.MkdirTemp("", "fencer-chaos-clock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
-			t.Logf("logs and data of factor %s kept in %s", factor, dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := runDir(t, "fencer-chaos-clock-"+factor+"-")
 	c, err := startCluster(clusterConfig{nodes: 3, bin: faultyBin, dir: dir,
 		nodeEnv: [][]string{{"FENCER_CLOCK_RATE=" + factor}}})
 	if err != nil {
@@ -185,30 +171,21 @@ func runClockRate(t *testing.T, rate float64, d time.Duration) *clockRow {
 	fenced := newFencedWorkload(grants)
 	writes := &writeLog{}
 	seed := uint64(time.Now().UnixNano())
-	stop := make(chan struct{})
-	var clients sync.WaitGroup
-	id := 0
+	clients := newCrowd(c, clk, seed, count)
 	for i := range c.nodes {
 		for j := range expiryClients + lateClients {
-			cl := newClient(id, i, c, clk, seed, count)
-			id++
-			clients.Add(1)
-			go func() {
-				defer clients.Done()
-				defer cl.conn.close()
+			clients.spawn(i, func(cl *client) {
 				if j < expiryClients {
-					exp.run(cl, stop)
+					exp.run(cl, clients.stop)
 				} else {
-					fenced.runLate(cl, writes, stop)
+					fenced.runLate(cl, writes, clients.stop)
 				}
-			}()
+			})
 		}
 	}
 	time.Sleep(d)
-	close(stop)
-	if !waitTimeout(&clients, drainTimeout) {
-		t.Fatalf("factor %s: clients did not finish within %v of being stopped", factor, drainTimeout)
-	}
+	close(clients.stop)
+	clients.wait(t)
 	hashes, convergeErr := c.awaitConverged(formTimeout)
 
 	all := grants.all()
@@ -429,11 +406,7 @@ func (w *fencedWorkload) writeBy(cl *client, writes *writeLog, key, owner string
 		w.countStale(err)
 		return
 	}
-	w.acked.Add(1)
-	w.mu.Lock()
-	w.ackedIDs[key] = append(w.ackedIDs[key], owner)
-	w.ackedToks[owner] = tok
-	w.mu.Unlock()
+	w.ack(key, owner, tok)
 }
 
 // clockTable renders the rows as a markdown table.

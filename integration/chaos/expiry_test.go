@@ -83,13 +83,19 @@ func (cl *client) acquire(workload, key, owner string, ttl, timeout time.Duratio
 	return grant{}, false
 }
 
-// releaseUntilKnown sends RELEASE until its outcome is known, for at most
-// 30 s. If g is set, it records when the first attempt that may have taken
-// effect was sent.
+// releaseUntilKnown sends RELEASE until its outcome is known, as
+// releaseUntilKnownBy does.
 func releaseUntilKnown(cl *client, key, owner string, g *grant) {
+	releaseUntilKnownBy(cl, g, "FENCE.RELEASE", key, owner)
+}
+
+// releaseUntilKnownBy sends args, a release, until its outcome is known,
+// for at most 30 s. If g is set, it records when the first attempt that may
+// have taken effect was sent.
+func releaseUntilKnownBy(cl *client, g *grant, args ...string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		_, out, call, _ := cl.do(clientTimeout, "FENCE.RELEASE", key, owner)
+		_, out, call, _ := cl.do(clientTimeout, args...)
 		if g != nil && g.released == 0 && out != failed {
 			g.released = call
 		}

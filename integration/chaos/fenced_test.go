@@ -135,6 +135,12 @@ func (w *fencedWorkload) readModifyWrite(cl *client, key, owner string, tok uint
 		w.countStale(err)
 		return
 	}
+	w.ack(key, owner, tok)
+}
+
+// ack records owner's write to key under tok as acknowledged: the check
+// looks for it in the register.
+func (w *fencedWorkload) ack(key, owner string, tok uint64) {
 	w.acked.Add(1)
 	w.mu.Lock()
 	w.ackedIDs[key] = append(w.ackedIDs[key], owner)

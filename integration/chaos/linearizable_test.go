@@ -242,16 +242,9 @@ func (w *linWorkload) run(cl *client, stop <-chan struct{}) {
 // status reads a key and records the read unless it failed: a read with an
 // unknown outcome changed nothing, so it is left out.
 func (w *linWorkload) status(cl *client, key string) {
-	v, out, call, ret := cl.do(clientTimeout, "FENCE.STATUS", key)
-	if out != ok {
-		return
+	if r, read := cl.status(key); read {
+		w.record(cl, linInput{linStatus, key, ""}, linOutput{ok: r.held, owner: r.owner, token: r.token}, r.call, r.ret)
 	}
-	owner, tok, held, err := asStatus(v)
-	if err != nil {
-		cl.count.odd("FENCE.STATUS", v)
-		return
-	}
-	w.record(cl, linInput{linStatus, key, ""}, linOutput{ok: held, owner: owner, token: tok}, call, ret)
 }
 
 // release sends RELEASE until its outcome is known, or for at most 30 s,

@@ -3,16 +3,16 @@
 package chaos
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 // The binaries built by TestMain.
@@ -52,27 +52,13 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root, err := moduleRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		return 1
+	var race []string
+	if os.Getenv("CHAOS_RACE") == "1" {
+		race = []string{"-race"}
 	}
-	fencerdBin = filepath.Join(dir, "fencerd")
-	faultyBin = filepath.Join(dir, "fencerd-faults")
-	for _, b := range []struct{ out, tags string }{{fencerdBin, ""}, {faultyBin, "fencer_faults"}} {
-		args := []string{"build", "-o", b.out}
-		if b.tags != "" {
-			args = append(args, "-tags", b.tags)
-		}
-		if os.Getenv("CHAOS_RACE") == "1" {
-			args = append(args, "-race")
-		}
-		build := exec.Command("go", append(args, "./cmd/fencerd")...)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "chaos: go %v: %v\n%s", args, err, out)
-			return 1
-		}
+	if fencerdBin, faultyBin, err = testbin.BuildFencerd(dir, race...); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: building fencerd:", err)
+		return 1
 	}
 	// An interrupted run still removes its namespaces and processes.
 	sigs := make(chan os.Signal, 1)
@@ -107,25 +93,6 @@ func requireRoot(t *testing.T) {
 	t.Helper()
 	if unavailable != "" {
 		t.Fatal(unavailable)
-	}
-}
-
-// moduleRoot returns the nearest directory at or above the working
-// directory that holds go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod found above the package directory")
-		}
-		dir = parent
 	}
 }
 

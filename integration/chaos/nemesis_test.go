@@ -556,7 +556,7 @@ func (nm *nemesis) awaitNotMember(i int) {
 	var err error
 	for time.Now().Before(deadline) {
 		v, err = nm.c.call(i, 2*time.Second, "FENCE.ACQUIRE", "chaos-removed", "nemesis", ms(time.Minute))
-		if e, isErr := v.(respError); isErr && e.prefix() == "NOLEADER" && strings.Contains(string(e), "not a member") {
+		if e, isErr := v.(respError); isErr && e.Code() == "NOLEADER" && strings.Contains(string(e), "not a member") {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -584,7 +584,7 @@ func (nm *nemesis) remove(i, via int) {
 			if uncertain && strings.Contains(string(e), "no such member") {
 				return
 			}
-			if e.prefix() == "ERR" {
+			if e.Code() == "ERR" {
 				nm.errorf("FENCE.REMOVE %s: %s", id, e)
 				return
 			}

@@ -85,17 +85,7 @@ func (w *fencedWorkload) runRedisLua(cl *client, stop <-chan struct{}) {
 // known. Repeating it is harmless: once the lock is gone, or held by
 // another value, it deletes nothing.
 func redisReleaseUntilKnown(cl *client, key, owner string, g *grant) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		_, out, call, _ := cl.do(clientTimeout, "EVAL", redisRelease, "1", key, owner)
-		if g != nil && g.released == 0 && out != failed {
-			g.released = call
-		}
-		if out == ok {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	releaseUntilKnownBy(cl, g, "EVAL", redisRelease, "1", key, owner)
 }
 
 // runRedsync is workload wlRedsync: redsync on a go-redis client of the
@@ -119,15 +109,12 @@ func (w *fencedWorkload) runRedsync(cl *client, c *cluster, stop <-chan struct{}
 		call := cl.clk.now()
 		err := m.Lock()
 		ret := cl.clk.now()
-		cl.count.ops.Add(1)
-		if err != nil {
-			cl.count.failedOps.Add(1)
+		if !cl.count.tally(err) {
 			// A Lock that failed may still hold the key on the server
 			// (its reply lost); redsync has released what it knew of.
 			cl.think()
 			continue
 		}
-		cl.count.okOps.Add(1)
 		until := int64(m.Until().Sub(cl.clk.start))
 		g := grant{workload: "redsync", key: key, owner: m.Value(), ttl: fencedTTL, call: call, ret: ret, validUntil: until}
 		tv, tout, _, _ := cl.do(clientTimeout, "FENCE.TOKEN", key, m.Value())

@@ -7,22 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
-	"strings"
-	"testing"
 	"time"
 
 	"github.com/fencerlock/fencer/internal/resp"
 )
 
-// respError is an error reply ("-PREFIX text").
-type respError string
-
-// prefix returns the error's first word: UNCERTAIN, NOLEADER, ERR...
-func (e respError) prefix() string {
-	p, _, _ := strings.Cut(string(e), " ")
-	return p
-}
+// respError is an error reply ("-CODE text"); Code returns its first word.
+type respError = resp.ErrorReply
 
 // outcome classifies how a request ended, as far as the client can tell.
 type outcome int
@@ -50,7 +41,7 @@ func classify(reply any, err error, sent bool) outcome {
 		return failed
 	}
 	if e, isErr := reply.(respError); isErr {
-		if e.prefix() == "UNCERTAIN" {
+		if e.Code() == "UNCERTAIN" {
 			return unknown
 		}
 		return failed
@@ -88,7 +79,7 @@ func (c *respConn) do(timeout time.Duration, args ...string) (reply any, sent bo
 	if _, err := c.conn.Write(resp.Command(args...)); err != nil {
 		return nil, true, err
 	}
-	reply, err = readReply(c.r)
+	reply, err = resp.ReadPlain(c.r)
 	return reply, true, err
 }
 
@@ -97,47 +88,6 @@ func (c *respConn) close() {
 		_ = c.conn.Close()
 		c.conn, c.r = nil, nil
 	}
-}
-
-// readReply reads one RESP2 reply: a string for simple and bulk strings,
-// respError, int64, []any, or nil for a null.
-func readReply(r *bufio.Reader) (any, error) {
-	v, err := resp.ReadValue(r)
-	if err != nil {
-		return nil, err
-	}
-	return replyOf(v)
-}
-
-// replyOf converts a parsed reply to readReply's shapes. The connections
-// never ask for RESP3, so a RESP3 type is the server's mistake: an error.
-func replyOf(v resp.Value) (any, error) {
-	switch v.Kind {
-	case resp.SimpleString:
-		return v.Str, nil
-	case resp.Error:
-		return respError(v.Str), nil
-	case resp.Integer:
-		return v.Int, nil
-	case resp.BulkString:
-		if v.IsNull {
-			return nil, nil
-		}
-		return v.Str, nil
-	case resp.Array:
-		if v.IsNull {
-			return nil, nil
-		}
-		out := make([]any, len(v.Elems))
-		for i, e := range v.Elems {
-			var err error
-			if out[i], err = replyOf(e); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("reply %v is not RESP2", v)
 }
 
 // errNotGrant means an ACQUIRE reply was neither null nor [token, ttl].
@@ -174,37 +124,4 @@ func asStatus(v any) (owner string, token uint64, held bool, err error) {
 		return "", 0, false, fmt.Errorf("FENCE.STATUS answered %#v", v)
 	}
 	return owner, uint64(tok), true, nil
-}
-
-// readReply gives the shapes the checkers compare, and refuses what a RESP2
-// connection must not receive.
-func TestRespReadReply(t *testing.T) {
-	tests := []struct {
-		name, in string
-		want     any
-	}{
-		{"simple string", "+OK\r\n", "OK"},
-		{"error", "-UNCERTAIN outcome unknown\r\n", respError("UNCERTAIN outcome unknown")},
-		{"integer", ":-3\r\n", int64(-3)},
-		{"bulk string", "$5\r\nowner\r\n", "owner"},
-		{"empty bulk string", "$0\r\n\r\n", ""},
-		{"null bulk string", "$-1\r\n", nil},
-		{"null array", "*-1\r\n", nil},
-		{"grant", "*2\r\n:42\r\n:10000\r\n", []any{int64(42), int64(10000)}},
-		{"status", "*3\r\n$2\r\nme\r\n:4\r\n:9979\r\n", []any{"me", int64(4), int64(9979)}},
-		{"nested", "*2\r\n*1\r\n+a\r\n$-1\r\n", []any{[]any{"a"}, nil}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := readReply(bufio.NewReader(strings.NewReader(tt.in)))
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("readReply(%q) = %#v, %v; want %#v", tt.in, got, err, tt.want)
-			}
-		})
-	}
-	for _, in := range []string{"_\r\n", "*1\r\n#t\r\n", "%1\r\n+a\r\n:1\r\n", "?\r\n", "$3\r\nab\r\n", "+OK\n"} {
-		if got, err := readReply(bufio.NewReader(strings.NewReader(in))); err == nil {
-			t.Errorf("readReply(%q) = %#v; want an error", in, got)
-		}
-	}
 }

@@ -17,18 +17,11 @@ import (
 // confirming leadership. Clients of an isolated follower then read locks
 // that were released long ago: the linearizability checker must say so.
 func TestSensitivityStaleReads(t *testing.T) {
-	requireRoot(t)
-	r := runCampaign(t, campaign{
-		nodes: 3, duration: 15 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
-		bin: faultyBin, env: []string{"FENCER_FAULTS=stale-reads"},
+	wantCaught(t, "stale reads", campaign{
+		duration: 15 * time.Second, bin: faultyBin, env: []string{"FENCER_FAULTS=stale-reads"},
 		workloads: []workloadKind{wlLinearizable},
 		kinds:     []faultKind{isolateFollower},
-	})
-	if v := r.violations("linearizability"); len(v) == 0 {
-		t.Fatal("the linearizability checker found nothing wrong with stale reads")
-	} else {
-		t.Logf("caught, as it should be: %s (CHAOS_KEEP=1 keeps the file)", v[0])
-	}
+	}, "linearizability")
 }
 
 // TestSensitivitySkipLeaseRestart: with skip-lease-restart, a new leader
@@ -42,18 +35,11 @@ func TestSensitivityStaleReads(t *testing.T) {
 // kills and partitions in the deck too, a run could draw a single transfer
 // and miss it.)
 func TestSensitivitySkipLeaseRestart(t *testing.T) {
-	requireRoot(t)
-	r := runCampaign(t, campaign{
-		nodes: 3, duration: 40 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
-		bin: faultyBin, env: []string{"FENCER_FAULTS=skip-lease-restart"},
+	wantCaught(t, "skip-lease-restart", campaign{
+		duration: 40 * time.Second, bin: faultyBin, env: []string{"FENCER_FAULTS=skip-lease-restart"},
 		workloads: []workloadKind{wlExpiry},
 		kinds:     []faultKind{transferLeader},
-	})
-	if v := r.violations("no early expiry"); len(v) == 0 {
-		t.Fatal("the early-expiry checker found nothing wrong with skip-lease-restart")
-	} else {
-		t.Logf("caught, as it should be: %s", v[0])
-	}
+	}, "no early expiry")
 }
 
 // TestSensitivityEarlyExpiry frees held locks before their TTL with the
@@ -63,16 +49,11 @@ func TestSensitivitySkipLeaseRestart(t *testing.T) {
 // two revokes (12 s) one CI run in several got none that did, so there are
 // three or four.
 func TestSensitivityEarlyExpiry(t *testing.T) {
-	requireRoot(t)
-	r := runCampaign(t, campaign{
-		nodes: 3, duration: 22 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
-		bin: fencerdBin, workloads: []workloadKind{wlExpiry}, kinds: []faultKind{revokeLocks},
-	})
-	if v := r.violations("no early expiry"); len(v) == 0 {
-		t.Fatal("the early-expiry checker found nothing wrong with locks revoked before their TTL")
-	} else {
-		t.Logf("caught, as it should be: %s", v[0])
-	}
+	wantCaught(t, "locks revoked before their TTL", campaign{
+		duration: 22 * time.Second, bin: fencerdBin,
+		workloads: []workloadKind{wlExpiry},
+		kinds:     []faultKind{revokeLocks},
+	}, "no early expiry")
 }
 
 // TestSensitivitySkipFsync: with skip-fsync, raft-wal's segments are never
@@ -85,19 +66,27 @@ func TestSensitivityEarlyExpiry(t *testing.T) {
 // a few seconds in, when the nodes have snapshots to fall back to (without
 // one they lose the configuration too, and wait for peers for good).
 func TestSensitivitySkipFsync(t *testing.T) {
-	requireRoot(t)
-	r := runCampaign(t, campaign{
-		nodes: 3, duration: 15 * time.Second, seed: uint64(time.Now().UnixNano()), clientsPerNode: 4,
-		bin: faultyBin, env: []string{"FENCER_FAULTS=skip-fsync"}, lazy: true,
+	wantCaught(t, "a log that is never fsynced, across power cuts", campaign{
+		duration: 15 * time.Second, bin: faultyBin, env: []string{"FENCER_FAULTS=skip-fsync"}, lazy: true,
 		workloads: []workloadKind{wlLinearizable, wlExpiry},
 		kinds:     []faultKind{powerCutAll}, first: transferLeader,
-	})
+	}, "tokens", "linearizability", "no early expiry", "same state")
+}
+
+// wantCaught runs campaign c on three nodes with four clients each, and
+// fails the test unless one of checkers reports a violation: bug says what
+// the run did wrong.
+func wantCaught(t *testing.T, bug string, c campaign, checkers ...string) {
+	t.Helper()
+	requireRoot(t)
+	c.nodes, c.clientsPerNode, c.seed = 3, 4, uint64(time.Now().UnixNano())
+	r := runCampaign(t, c)
 	var caught []string
-	for _, checker := range []string{"tokens", "linearizability", "no early expiry", "same state"} {
+	for _, checker := range checkers {
 		caught = append(caught, r.violations(checker)...)
 	}
 	if len(caught) == 0 {
-		t.Fatal("no checker found anything wrong with a log that is never fsynced, across power cuts")
+		t.Fatalf("no checker of %q found anything wrong with %s", checkers, bug)
 	}
-	t.Logf("caught, as it should be: %s", caught[0])
+	t.Logf("caught, as it should be: %s (CHAOS_KEEP=1 keeps the run's files)", caught[0])
 }

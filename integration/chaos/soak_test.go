@@ -11,10 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 // The soak: a three-node cluster under the campaign's workloads, the Go
@@ -87,35 +88,17 @@ func (cfg soakConfig) faultEvery() string {
 func envSoak(t *testing.T) soakConfig {
 	t.Helper()
 	cfg := soakConfig{duration: soakShortDuration, sample: soakShortSample, faultMin: soakShortFaultMin, faultMax: soakShortFaultMax,
-		seed: uint64(time.Now().UnixNano()), clientsPerNode: soakClientsPerNode, leases: soakLeaseClients}
-	positive := func(name string) (time.Duration, bool) {
-		s := os.Getenv(name)
-		if s == "" {
-			return 0, false
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("%s=%q: want a positive duration such as 60m", name, s)
-		}
-		return d, true
-	}
-	if d, set := positive("SOAK_DURATION"); set {
+		seed: envSeed(t, "SOAK_SEED"), clientsPerNode: soakClientsPerNode, leases: soakLeaseClients}
+	if d, set := envDuration(t, "SOAK_DURATION"); set {
 		cfg.duration, cfg.sample = d, soakSample
 		cfg.faultMin, cfg.faultMax = soakFaultEvery, soakFaultEvery
 	}
-	if d, set := positive("SOAK_SAMPLE"); set {
+	if d, set := envDuration(t, "SOAK_SAMPLE"); set {
 		cfg.sample = d
-	}
-	if s := os.Getenv("SOAK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SOAK_SEED=%q: want an unsigned integer", s)
-		}
-		cfg.seed = v
 	}
 	if out := os.Getenv("SOAK_OUT"); out != "" {
 		if !filepath.IsAbs(out) {
-			root, err := moduleRoot()
+			root, err := testbin.ModuleRoot()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,17 +137,7 @@ func TestSoak(t *testing.T) {
 	cfg := envSoak(t)
 	t.Logf("soak: %d nodes, %v, a sample every %v, a fault every %s, seed %d (SOAK_SEED=%d draws the same faults again)",
 		soakNodes, cfg.duration, cfg.sample, cfg.faultEvery(), cfg.seed, cfg.seed)
-	dir, err := os.MkdirTemp("", "fencer-soak-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("CHAOS_KEEP") == "1" {
-			t.Logf("logs, data and histories kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := runDir(t, "fencer-soak-")
 	out := cfg.out
 	if out == "" {
 		out = dir
@@ -187,12 +160,9 @@ func TestSoak(t *testing.T) {
 		kinds:     slices.DeleteFunc(slices.Clone(deck), func(k faultKind) bool { return slices.Contains(powerCuts, k) })}
 	rep := &report{cfg: camp, dir: dir, count: &counters{}}
 	clk := clock{start: time.Now()}
-	grants := &grantLog{}
-	lin := &linWorkload{grants: grants}
-	exp := &expiryWorkload{grants: grants}
-	fenced := newFencedWorkload(grants)
-	leases := &leaseWorkload{grants: grants, fenced: fenced}
-	set := &lockSet{grants: grants, peak: cfg.lockSetPeak, period: cfg.lockSetPeriod,
+	w := newWorkloads()
+	leases := &leaseWorkload{grants: w.grants, fenced: w.fenced}
+	set := &lockSet{grants: w.grants, peak: cfg.lockSetPeak, period: cfg.lockSetPeriod,
 		ttl: min(cfg.duration+time.Hour, 24*time.Hour)}
 
 	sm, err := newSampler(c, clk, cfg.sample, filepath.Join(out, "soak.csv"))
@@ -205,82 +175,43 @@ func TestSoak(t *testing.T) {
 		sm.run(samplerStop)
 	}()
 
-	clientStop := make(chan struct{})
-	var clients sync.WaitGroup
-	id := 0
-	spawn := func(node int, f func(cl *client)) {
-		cl := newClient(id, node, c, clk, cfg.seed, rep.count)
-		id++
-		clients.Add(1)
-		go func() {
-			defer clients.Done()
-			defer cl.conn.close()
-			f(cl)
-		}()
-	}
-	for i := range soakNodes {
-		for j := range cfg.clientsPerNode {
-			spawn(i, func(cl *client) {
-				runWorkload(camp.workloads[(i+j)%len(camp.workloads)], cl, c, lin, exp, fenced, clientStop)
-			})
-		}
-	}
+	clients := newCrowd(c, clk, cfg.seed, rep.count)
+	w.spawn(clients, c, cfg.clientsPerNode, camp.workloads)
 	for i := range cfg.leases {
-		spawn(i%soakNodes, func(cl *client) { leases.run(cl, c, clientStop) })
+		clients.spawn(i%soakNodes, func(cl *client) { leases.run(cl, c, clients.stop) })
 	}
-	setClient := newClient(id, 0, c, clk, cfg.seed, rep.count)
+	// The lock set's client outlives the run: its check reads the keys
+	// still held.
+	setClient := clients.add(0)
 	dialAnyUp(setClient, c)
-	clients.Add(1)
-	go func() {
-		defer clients.Done()
-		set.run(setClient, clientStop)
-	}()
+	clients.wg.Go(func() { set.run(setClient, clients.stop) })
 
-	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: fenced, kinds: camp.kinds,
+	nm := &nemesis{c: c, clk: clk, rng: newRand(cfg.seed), fenced: w.fenced, kinds: camp.kinds,
 		everyMin: cfg.faultMin, everyMax: cfg.faultMax}
 	nm.runFor(cfg.duration)
 	// The fault in progress ran over the duration; a little quiet time on
 	// a whole cluster, then stop the clients and the sampling.
 	time.Sleep(2 * time.Second)
-	close(clientStop)
+	close(clients.stop)
 	close(samplerStop)
 	<-samplerDone
-	if !waitTimeout(&clients, drainTimeout) {
-		t.Fatalf("clients did not finish within %v of being stopped", drainTimeout)
-	}
+	clients.wait(t)
 	rep.elapsed = time.Duration(clk.now())
 	if err := sm.err(); err != nil {
 		t.Errorf("writing soak.csv: %v", err)
 	}
 
-	if err := c.nw.heal(); err != nil {
-		t.Fatalf("healing: %v", err)
-	}
-	if err := c.awaitMembers(formTimeout); err != nil {
-		rep.nemesisErrs = append(rep.nemesisErrs, "at the end: "+err.Error())
-	}
-	rep.hashes, rep.convergeErr = c.awaitConverged(formTimeout)
+	rep.settle(t, c)
 
 	// The lock set reads its keys and adds its grants first, so that the
 	// other checkers see them.
 	setResult := set.check(setClient)
 	setClient.conn.close()
-	all := grants.all()
-	rep.grants = make(map[string]int)
-	for _, g := range all {
-		rep.grants[g.workload]++
-	}
-	rep.faults, rep.restarts, rep.nemesisErrs = nm.faults, len(nm.restarts), append(rep.nemesisErrs, nm.errs...)
-	rep.results = append(rep.results, lin.check(dir), checkEarlyExpiryWindows(all, soakExpiryWindow), fenced.check(),
+	all := w.grants.all()
+	rep.tally(all, nm)
+	rep.results = append(rep.results, w.lin.check(dir), checkEarlyExpiryWindows(all, soakExpiryWindow), w.fenced.check(),
 		checkTokens(all, nm.restarts), checkStateHashes(rep.hashes, rep.convergeErr), setResult)
-	for _, n := range c.nodes {
-		rep.badLogs = append(rep.badLogs, n.badLogLines()...)
-		rep.leaderChanges += n.countInLogs("leader ready")
-		rep.snapsTaken += n.countInLogs("snapshot complete up to")
-		rep.snapsInstall += n.countInLogs("Installed remote snapshot")
-		rep.logFiles += n.starts
-	}
-	rep.leaderChanges--
+	rep.readLogs(c)
 
 	fits := fitSamples(sm.all(), cfg.duration/2)
 	summary := soakSummary(cfg, rep, fits)

@@ -56,15 +56,12 @@ func (w *leaseWorkload) run(cl *client, c *cluster, stop <-chan struct{}) {
 		l, err := lc.Acquire(ctx, key, fencer.WithTTL(leaseTTL), fencer.WithAutoRenew())
 		ret := cl.clk.now()
 		cancel()
-		cl.count.ops.Add(1)
-		if err != nil {
+		if !cl.count.tally(err) {
 			// Not granted within leaseAcquireWithin, or no leader: the
 			// client cleans up after an acquire whose outcome it lost.
-			cl.count.failedOps.Add(1)
 			cl.think()
 			continue
 		}
-		cl.count.okOps.Add(1)
 		g := grant{workload: "go-client", key: key, owner: l.Owner(), token: l.Token(), ttl: leaseTTL, call: call, ret: ret}
 		w.fenced.readModifyWrite(cl, key, l.Owner(), l.Token())
 		select {
@@ -232,19 +229,14 @@ func (s *lockSet) release(cl *client, g grant) {
 // read checks with FENCE.STATUS that g is still held by its owner with its
 // token. An error reply or a lost connection says nothing either way.
 func (s *lockSet) read(cl *client, g grant) {
-	v, out, _, _ := cl.do(clientTimeout, "FENCE.STATUS", g.key)
-	if out != ok {
-		return
-	}
-	owner, tok, held, err := asStatus(v)
-	if err != nil {
-		cl.count.odd("FENCE.STATUS", v)
+	r, read := cl.status(g.key)
+	if !read {
 		return
 	}
 	s.reads++
-	if !held || owner != g.owner || tok != g.token {
+	if !r.held || r.owner != g.owner || r.token != g.token {
 		s.violations = append(s.violations, fmt.Sprintf("%s: granted to %s with token %d at +%v and never released, but FENCE.STATUS answers %v",
-			g.key, g.owner, g.token, time.Duration(g.ret).Round(time.Millisecond), v))
+			g.key, g.owner, g.token, time.Duration(g.ret).Round(time.Millisecond), r.reply))
 	}
 }
 

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/testbin"
 	"github.com/fencerlock/fencer/server"
 )
 
@@ -28,13 +28,14 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/fencerlock/fencer/cmd/fencerd",
-		"github.com/fencerlock/fencer/internal/cmd/raftbench")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building fencerd and raftbench: %v\n%s", err, out)
+	fencerdBin, raftbenchBin = filepath.Join(dir, "fencerd"), filepath.Join(dir, "raftbench")
+	if err := errors.Join(
+		testbin.Build(fencerdBin, "cmd/fencerd"),
+		testbin.Build(raftbenchBin, "internal/cmd/raftbench"),
+	); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fencerdBin, raftbenchBin = filepath.Join(dir, "fencerd"), filepath.Join(dir, "raftbench")
 	return m.Run()
 }
 

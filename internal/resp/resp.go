@@ -1,7 +1,8 @@
 // Package resp reads and writes the Redis serialization protocol, RESP2 and
 // RESP3: one reader of replies (parsed, or as raw bytes to relay unchanged,
 // or parsed into reused memory by a Reader) and one writer of commands, for
-// the bridge's forwarding, the clients, the benchmark harness and the tests.
+// the bridge's forwarding, the clients, the benchmark harness and the tests,
+// and the plain Go values (Plain) that tests compare replies as.
 package resp
 
 import (
