@@ -213,26 +213,29 @@ func (b *Bridge) extend(r *request) {
 // release: FENCE.RELEASE key owner → 1 released (or already released by this
 // owner), 0 otherwise.
 func (b *Bridge) release(r *request) {
-	if len(r.args) != 3 {
-		wrongArity(r)
-		return
-	}
-	ctx, cancel := b.requestCtx(0)
-	defer cancel()
-	ok, err := b.locker.Release(ctx, string(r.args[1]), string(r.args[2]))
-	b.writeBool(ctx, r, ok, err)
+	b.boolCall(r, 3, func(ctx context.Context) (bool, error) {
+		return b.locker.Release(ctx, string(r.args[1]), string(r.args[2]))
+	})
 }
 
 // revoke: FENCE.REVOKE key → 1 if a holder's grant was ended, 0 if free.
 // An administrative force-release.
 func (b *Bridge) revoke(r *request) {
-	if len(r.args) != 2 {
+	b.boolCall(r, 2, func(ctx context.Context) (bool, error) {
+		return b.locker.Revoke(ctx, string(r.args[1]))
+	})
+}
+
+// boolCall answers a command of arity args whose call on the node reports
+// yes or no: 1 or 0.
+func (b *Bridge) boolCall(r *request, args int, call func(context.Context) (bool, error)) {
+	if len(r.args) != args {
 		wrongArity(r)
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	ok, err := b.locker.Revoke(ctx, string(r.args[1]))
+	ok, err := call(ctx)
 	b.writeBool(ctx, r, ok, err)
 }
 

@@ -156,13 +156,18 @@ func (b *Bridge) subscribe(r *request) {
 	defer s.mu.Unlock()
 	var p []byte
 	for _, ch := range r.args[1:] {
-		n := b.hub.add(s, prefix, string(ch), idx)
-		p = pushHeader(p, s.st.proto, 3)
-		p = redcon.AppendBulkString(p, word)
-		p = redcon.AppendBulk(p, ch)
-		p = redcon.AppendInt(p, int64(n))
+		p = appendConfirm(p, s.st.proto, word, ch, b.hub.add(s, prefix, string(ch), idx))
 	}
 	s.send(p)
+}
+
+// appendConfirm appends the confirmation of a (un)subscription to channel:
+// [word, channel, subscriptions the connection has now].
+func appendConfirm(p []byte, proto int, word string, channel []byte, n int) []byte {
+	p = pushHeader(p, proto, 3)
+	p = redcon.AppendBulkString(p, word)
+	p = redcon.AppendBulk(p, channel)
+	return redcon.AppendInt(p, int64(n))
 }
 
 // unsubscribe: (S)UNSUBSCRIBE [channel ...]; without channels, from all.
@@ -208,11 +213,7 @@ func (b *Bridge) unsubscribe(r *request) {
 		p = redcon.AppendInt(p, int64(b.hub.remove(s, prefix, "", idx)))
 	}
 	for _, ch := range chans {
-		n := b.hub.remove(s, prefix, string(ch), idx)
-		p = pushHeader(p, s.st.proto, 3)
-		p = redcon.AppendBulkString(p, word)
-		p = redcon.AppendBulk(p, ch)
-		p = redcon.AppendInt(p, int64(n))
+		p = appendConfirm(p, s.st.proto, word, ch, b.hub.remove(s, prefix, string(ch), idx))
 	}
 	s.send(p)
 }
