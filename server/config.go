@@ -187,22 +187,22 @@ func (c *Config) Validate() error {
 		bad("ClientAddr", "%q is not an address others can dial", c.ClientAddr)
 	}
 
-	if c.Transport != nil {
-		return errors.Join(errs...)
-	}
-	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
-		bad("RaftAddr", "%v", err)
-	}
-	adv := c.RaftAdvertise
-	if adv == "" {
-		adv = c.RaftAddr
-	}
-	if host, _, err := net.SplitHostPort(adv); err == nil {
-		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-			bad("RaftAdvertise", "%q is not an address other nodes can dial; set RaftAdvertise", adv)
+	// A transport given (tests) replaces the TCP one on RaftAddr.
+	if c.Transport == nil {
+		if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+			bad("RaftAddr", "%v", err)
 		}
-	} else if c.RaftAdvertise != "" {
-		bad("RaftAdvertise", "%v", err)
+		adv := c.RaftAdvertise
+		if adv == "" {
+			adv = c.RaftAddr
+		}
+		if host, _, err := net.SplitHostPort(adv); err == nil {
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				bad("RaftAdvertise", "%q is not an address other nodes can dial; set RaftAdvertise", adv)
+			}
+		} else if c.RaftAdvertise != "" {
+			bad("RaftAdvertise", "%v", err)
+		}
 	}
 	if c.MinTTL <= 0 {
 		bad("MinTTL", "must be positive, got %v", c.MinTTL)

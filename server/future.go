@@ -8,12 +8,14 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// await waits for a Raft future within ctx. Raft's own error is translated;
-// if ctx ends first, the error is timedOut's, as what an unanswered future
-// means is the caller's to say (uncertain, noLeader, contextErr).
-func (n *Node) await(ctx context.Context, f raft.Future, timedOut func(ctxErr error) error) error {
+// await makes a Raft call and waits for its future, both within ctx: some
+// calls (VerifyLeader) block until Raft's leader loop takes them. Raft's own
+// error is translated; if ctx ends first, the error is timedOut's, as what
+// an unanswered call means is the caller's to say (uncertain, noLeader,
+// contextErr).
+func (n *Node) await(ctx context.Context, call func() raft.Future, timedOut func(ctxErr error) error) error {
 	ch := make(chan error, 1)
-	go func() { ch <- f.Error() }()
+	go func() { ch <- call().Error() }()
 	select {
 	case err := <-ch:
 		if err != nil {

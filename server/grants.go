@@ -195,13 +195,13 @@ func (g *grants) expired(key string) (*fsm.LeaseRef, *fsm.Waiter) {
 }
 
 // lease returns key's lock in the table and the time left on it on this
-// node's lease clock, read together.
-func (g *grants) lease(key string, now time.Time) (l fsm.Lease, held bool, remaining time.Duration) {
+// node's lease clock, read together (the clock too, under the lock).
+func (g *grants) lease(key string) (l fsm.Lease, held bool, remaining time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	l, held = g.table.Get(key)
 	if held {
-		remaining = g.leases.remaining(l, now)
+		remaining = g.leases.remaining(l, time.Now())
 	}
 	return l, held, remaining
 }
@@ -220,11 +220,12 @@ func (g *grants) checkNewLocked(key string, pending int) error {
 }
 
 // due returns an Expire, handing the key to its head waiter, for every lease
-// whose deadline passed at now, and how long until the next deadline; none
-// and an hour unless the node is a ready leader.
-func (g *grants) due(now time.Time) ([]fsm.Command, time.Duration) {
+// whose deadline has passed, and how long until the next deadline; none and
+// an hour unless the node is a ready leader.
+func (g *grants) due() ([]fsm.Command, time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := time.Now()
 	var cmds []fsm.Command
 	ready := g.readyLocked()
 	if ready {

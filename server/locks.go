@@ -192,7 +192,7 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 			return Status{}, false, err
 		}
 	}
-	l, held, rem := n.grants.lease(key, time.Now())
+	l, held, rem := n.grants.lease(key)
 	if !held {
 		return Status{}, false, nil
 	}
@@ -212,7 +212,7 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 		return err
 	}
 	// A read: no answer in time is a definite failure.
-	return n.await(ctx, n.raft.VerifyLeader(), noLeader)
+	return n.await(ctx, n.raft.VerifyLeader, noLeader)
 }
 
 // propose commits c and returns its result. If ctx ends first, the error is

@@ -74,7 +74,7 @@ func (n *Node) expireLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		due, wait := n.grants.due(time.Now())
+		due, wait := n.grants.due()
 		if len(due) > 0 {
 			go n.proposeExpires(due)
 		}

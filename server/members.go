@@ -28,7 +28,7 @@ type Member struct {
 // node about to join asks the leader whether its ID is still a member.
 func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	if n.raft.State() == raft.Leader {
-		if err := n.await(ctx, n.raft.Barrier(0), uncertain); err != nil {
+		if err := n.await(ctx, func() raft.Future { return n.raft.Barrier(0) }, uncertain); err != nil {
 			return nil, err
 		}
 	}
@@ -39,8 +39,8 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 // configuration this node knows, committed or not. It is for what needs no
 // more, such as relaying a publish to every node, and costs no commit.
 func (n *Node) KnownMembers(ctx context.Context) ([]Member, error) {
-	f := n.raft.GetConfiguration()
-	if err := n.await(ctx, f, contextErr); err != nil {
+	var f raft.ConfigurationFuture
+	if err := n.await(ctx, func() raft.Future { f = n.raft.GetConfiguration(); return f }, contextErr); err != nil {
 		return nil, err
 	}
 	_, leader := n.raft.LeaderWithID()
@@ -86,7 +86,9 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 		}
 	}
 	if !present {
-		if err := n.await(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0), uncertain); err != nil {
+		if err := n.await(ctx, func() raft.Future {
+			return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)
+		}, uncertain); err != nil {
 			return err
 		}
 		n.log.Info("member added", "id", id, "raft", raftAddr, "client", clientAddr)
@@ -134,7 +136,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id}); err != nil {
 		return err
 	}
-	if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, 0), uncertain); err != nil {
+	if err := n.await(ctx, func() raft.Future { return n.raft.RemoveServer(raft.ServerID(id), 0, 0) }, uncertain); err != nil {
 		if !errors.Is(err, ErrUnknownOutcome) {
 			// Its address is forgotten already: never run again elsewhere.
 			return fmt.Errorf("%w: %q's address was forgotten, but its removal failed: %v", ErrUnknownOutcome, id, err)
@@ -151,10 +153,8 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	if err := n.waitReady(ctx); err != nil {
 		return err
 	}
-	var f raft.Future
-	if id == "" {
-		f = n.raft.LeadershipTransfer()
-	} else {
+	transfer := n.raft.LeadershipTransfer
+	if id != "" {
 		var addr raft.ServerAddress
 		for _, m := range n.raft.GetConfiguration().Configuration().Servers {
 			if m.ID == raft.ServerID(id) {
@@ -164,9 +164,9 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		if addr == "" {
 			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 		}
-		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+		transfer = func() raft.Future { return n.raft.LeadershipTransferToServer(raft.ServerID(id), addr) }
 	}
-	return n.await(ctx, f, uncertain)
+	return n.await(ctx, transfer, uncertain)
 }
 
 // StateHash returns the index of the last command applied to the table and a SHA-256

@@ -399,6 +399,15 @@ func TestConfigValidate(t *testing.T) {
 	for _, field := range []string{"MinTTL", "RaftAdvertise", "MaxKeyLen", "TrailingLogs"} {
 		assert.ErrorContains(t, err, field)
 	}
+
+	// With a transport of its own (tests), only the Raft addresses go
+	// unchecked.
+	_, c.Transport = raft.NewInmemTransport("")
+	err = c.Validate()
+	for _, field := range []string{"MinTTL", "MaxKeyLen", "TrailingLogs"} {
+		assert.ErrorContains(t, err, field)
+	}
+	assert.NotContains(t, err.Error(), "RaftAdvertise")
 }
 
 func fsmRelease(key, owner, waiter string, waiterTTL uint64) fsm.Command {

@@ -43,7 +43,7 @@ func (n *Node) handOff() string {
 	var stepped time.Time // when this node was first seen not leading in term
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTransferTimeout)
 	defer cancel()
-	if err := n.await(ctx, n.raft.LeadershipTransfer(), uncertain); err != nil {
+	if err := n.await(ctx, n.raft.LeadershipTransfer, uncertain); err != nil {
 		n.log.Warn("leadership transfer before shutdown failed; shutting down anyway", "err", err)
 		return ""
 	}
@@ -109,7 +109,7 @@ func (n *Node) snapshotBeforeStop() {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownSnapshotTimeout)
 	defer cancel()
-	if err := n.await(ctx, n.raft.Snapshot(), uncertain); err != nil {
+	if err := n.await(ctx, func() raft.Future { return n.raft.Snapshot() }, uncertain); err != nil {
 		n.log.Warn("snapshot before shutdown failed", "err", err)
 		return
 	}
