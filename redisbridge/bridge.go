@@ -32,7 +32,8 @@ type Locker interface {
 	ID() string
 	Leader() (id, clientAddr string)
 	Members(ctx context.Context) ([]server.Member, error)
-	KnownMembers(ctx context.Context) ([]server.Member, error)
+	// PeerAddrs returns the client addresses of the other members.
+	PeerAddrs() []string
 	Join(ctx context.Context, id, raftAddr, clientAddr string) error
 	Remove(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error

@@ -97,11 +97,11 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 	}
 }
 
-func (f faultyLocker) Members(context.Context) ([]server.Member, error)      { return nil, f.err }
-func (f faultyLocker) KnownMembers(context.Context) ([]server.Member, error) { return nil, f.err }
-func (f faultyLocker) Join(context.Context, string, string, string) error    { return f.err }
-func (f faultyLocker) Remove(context.Context, string) error                  { return f.err }
-func (f faultyLocker) TransferLeadership(context.Context, string) error      { return f.err }
+func (f faultyLocker) Members(context.Context) ([]server.Member, error)   { return nil, f.err }
+func (f faultyLocker) PeerAddrs() []string                                { return nil }
+func (f faultyLocker) Join(context.Context, string, string, string) error { return f.err }
+func (f faultyLocker) Remove(context.Context, string) error               { return f.err }
+func (f faultyLocker) TransferLeadership(context.Context, string) error   { return f.err }
 func (f faultyLocker) AcquireRedis(context.Context, string, string, time.Duration) (server.Grant, bool, error) {
 	return server.Grant{}, false, f.err
 }

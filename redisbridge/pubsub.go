@@ -260,28 +260,22 @@ func (b *Bridge) relayPublish(shard bool, channel, msg []byte) {
 		cmd = []byte("SPUBLISH")
 	}
 	raw := resp.AppendCommand(nil, cmd, channel, msg)
+	// The applied table's addresses, not Members: no Raft round trip (the
+	// leader's Barrier would hold every relay back by a commit) stands
+	// between the publish and the relay, while subscribers elsewhere wait.
+	addrs := b.locker.PeerAddrs()
 	go func() {
 		ctx, cancel := context.WithTimeout(b.ctx, relayTimeout)
 		defer cancel()
-		// Not Members: the leader's Barrier would hold every relay back
-		// by a commit, while subscribers elsewhere wait for the message.
-		ms, err := b.locker.KnownMembers(ctx)
-		if err != nil {
-			return
-		}
-		self := b.locker.ID()
 		var wg sync.WaitGroup
-		for _, m := range ms {
-			if m.ID == self || m.ClientAddr == "" {
-				continue
-			}
+		for _, addr := range addrs {
 			wg.Add(1)
 			go func(addr string) {
 				defer wg.Done()
 				if _, _, err := b.fwd.roundTrip(ctx, addr, 2, raw); err != nil {
 					b.log.Debug("relaying a publish failed", "to", addr, "err", err)
 				}
-			}(m.ClientAddr)
+			}(addr)
 		}
 		wg.Wait()
 	}()

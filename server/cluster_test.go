@@ -250,6 +250,8 @@ func TestClusterRemoveMember(t *testing.T) {
 		}
 	}
 	ctx := ctxT(t)
+	// The relay of a publish goes to the other members' client addresses.
+	require.ElementsMatch(t, others(c, leader), leader.PeerAddrs())
 	require.ErrorIs(t, leader.Remove(ctx, "nobody"), ErrUnknownMember)
 	require.NoError(t, leader.Remove(ctx, victim.ID()))
 	ms, err := leader.Members(ctx)
@@ -258,6 +260,8 @@ func TestClusterRemoveMember(t *testing.T) {
 	for _, m := range ms {
 		assert.NotEqual(t, victim.ID(), m.ID)
 	}
+	assert.NotContains(t, leader.PeerAddrs(), victim.cfg.ClientAddr, "a removed member gets no relays")
+	assert.Len(t, leader.PeerAddrs(), 1)
 	mustAcquire(t, leader, "still-works", "o", time.Minute)
 
 	// The removed node says so at once instead of waiting for a leader.
@@ -266,6 +270,17 @@ func TestClusterRemoveMember(t *testing.T) {
 		_, _, err := victim.Acquire(ctxT(t), "k", "o", time.Minute, 0)
 		return errors.Is(err, ErrNotMember) && time.Since(start) < time.Second
 	}, 15*time.Second, 100*time.Millisecond)
+}
+
+// others returns the client addresses of the cluster's nodes but n.
+func others(c *cluster, n *Node) []string {
+	var out []string
+	for _, m := range c.nodes {
+		if m != n {
+			out = append(out, m.cfg.ClientAddr)
+		}
+	}
+	return out
 }
 
 func TestClusterLeadershipTransfer(t *testing.T) {

@@ -32,13 +32,6 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 			return nil, err
 		}
 	}
-	return n.KnownMembers(ctx)
-}
-
-// KnownMembers is Members without the leader's Barrier: the latest
-// configuration this node knows, committed or not. It is for what needs no
-// more, such as relaying a publish to every node, and costs no commit.
-func (n *Node) KnownMembers(ctx context.Context) ([]Member, error) {
 	var f raft.ConfigurationFuture
 	if err := n.await(ctx, func() raft.Future { f = n.raft.GetConfiguration(); return f }, contextErr); err != nil {
 		return nil, err
@@ -103,6 +96,21 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 		}
 	}
 	return nil
+}
+
+// PeerAddrs returns the client addresses of the other members as this
+// node's applied table records them (a member's address is forgotten when it
+// is removed), with no Raft round trip: for what must not wait for one, such
+// as relaying a publish to every node.
+func (n *Node) PeerAddrs() []string {
+	var out []string
+	for id, addr := range n.table.Members() {
+		if id != n.id && addr != "" {
+			out = append(out, addr)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // leaderConfiguration waits until this node is a ready leader and returns
