@@ -32,6 +32,8 @@ type Locker interface {
 	ID() string
 	Leader() (id, clientAddr string)
 	Members(ctx context.Context) ([]server.Member, error)
+	// DefaultLockTTL is the lease of a lock taken without a TTL (SETNX).
+	DefaultLockTTL() time.Duration
 	// PeerAddrs returns the client addresses of the other members.
 	PeerAddrs() []string
 	Join(ctx context.Context, id, raftAddr, clientAddr string) error
@@ -121,7 +123,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		users: users, fwd: newForwarder(fwdAuth, cfg.ForwardTLS), hub: newHub(), start: time.Now()}
 	b.engine = rediscompat.New(locker, rediscompat.Config{
 		RedlockMultiEndpoint: cfg.RedlockMultiEndpoint,
-		DefaultLockTTL:       cfg.DefaultLockTTL,
+		DefaultLockTTL:       locker.DefaultLockTTL(),
 		ScriptTimeLimit:      cfg.ScriptTimeLimit,
 		Logger:               logger,
 		Publish: func(shard bool, channel string, msg []byte) int {

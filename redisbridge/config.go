@@ -22,10 +22,6 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Logger receives the bridge's logs; nil means slog.Default().
 	Logger *slog.Logger
-	// DefaultLockTTL is the lease given to a lock taken by SETNX, or by SET
-	// NX without PX or EX: Redis would keep such a key forever, fencer never
-	// grants an endless lease. The default is 30s.
-	DefaultLockTTL time.Duration
 	// RedlockMultiEndpoint makes the Redis-compatible acquire, extend and
 	// release idempotent per value, as the native commands are, so that a
 	// Redlock client given every node of one cluster as if they were
@@ -83,7 +79,7 @@ type Config struct {
 
 // DefaultConfig returns the bridge's defaults.
 func DefaultConfig() Config {
-	return Config{RequestTimeout: 10 * time.Second, DefaultLockTTL: 30 * time.Second, ScriptTimeLimit: 5 * time.Second,
+	return Config{RequestTimeout: 10 * time.Second, ScriptTimeLimit: 5 * time.Second,
 		MaxArgs: 1024, MaxBulkLen: 1 << 20, MaxClients: 10000, MaxPipeline: 1000}
 }
 
@@ -96,7 +92,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	positive("RequestTimeout", c.RequestTimeout)
-	positive("DefaultLockTTL", c.DefaultLockTTL)
 	positive("ScriptTimeLimit", c.ScriptTimeLimit)
 	for _, l := range []struct {
 		field string

@@ -30,7 +30,7 @@ func TestConfigValidate(t *testing.T) {
 		assert.Equal(t, "redisbridge", e.Pkg)
 		fields = append(fields, e.Field)
 	}
-	assert.Equal(t, []string{"RequestTimeout", "DefaultLockTTL", "ScriptTimeLimit", "MaxArgs", "MaxBulkLen", "MaxClients", "MaxPipeline"}, fields)
+	assert.Equal(t, []string{"RequestTimeout", "ScriptTimeLimit", "MaxArgs", "MaxBulkLen", "MaxClients", "MaxPipeline"}, fields)
 
 	c = DefaultConfig()
 	c.IdleTimeout = -time.Second

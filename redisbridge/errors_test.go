@@ -99,6 +99,7 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 
 func (f faultyLocker) Members(context.Context) ([]server.Member, error)   { return nil, f.err }
 func (f faultyLocker) PeerAddrs() []string                                { return nil }
+func (f faultyLocker) DefaultLockTTL() time.Duration                      { return 30 * time.Second }
 func (f faultyLocker) Join(context.Context, string, string, string) error { return f.err }
 func (f faultyLocker) Remove(context.Context, string) error               { return f.err }
 func (f faultyLocker) TransferLeadership(context.Context, string) error   { return f.err }

@@ -56,6 +56,11 @@ type Config struct {
 	// MinTTL and MaxTTL bound the lease TTLs a client may ask for. The
 	// defaults are 100ms and 24h.
 	MinTTL, MaxTTL time.Duration
+	// DefaultLockTTL is the lease given to a lock taken with no TTL, by a
+	// Redis-compatible SETNX or SET NX without PX or EX: Redis would keep
+	// such a key forever, fencer never grants an endless lease. It is a
+	// lease the node grants, so within MinTTL..MaxTTL. The default is 30s.
+	DefaultLockTTL time.Duration
 	// MaxWait bounds how long an acquire may queue for a lock. The default
 	// is 1h.
 	MaxWait time.Duration
@@ -118,6 +123,7 @@ func DefaultConfig() Config {
 		ClientAddr:        "127.0.0.1:7379",
 		MinTTL:            100 * time.Millisecond,
 		MaxTTL:            24 * time.Hour,
+		DefaultLockTTL:    30 * time.Second,
 		MaxWait:           time.Hour,
 		MaxKeyLen:         1024,
 		MaxOwnerLen:       1024,
@@ -209,6 +215,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTTL < c.MinTTL {
 		bad("MaxTTL", "%v is below MinTTL %v", c.MaxTTL, c.MinTTL)
+	}
+	if c.DefaultLockTTL < c.MinTTL || c.DefaultLockTTL > c.MaxTTL {
+		bad("DefaultLockTTL", "%v is outside MinTTL %v .. MaxTTL %v", c.DefaultLockTTL, c.MinTTL, c.MaxTTL)
 	}
 	if c.MaxWait <= 0 {
 		bad("MaxWait", "must be positive, got %v", c.MaxWait)

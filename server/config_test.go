@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,8 +26,27 @@ func TestConfigValidateReportsEveryField(t *testing.T) {
 		assert.NotEmpty(t, e.Reason)
 		fields = append(fields, e.Field)
 	}
-	assert.Equal(t, []string{"DataDir", "MaxTTL", "MaxBatch", "SnapshotRetain", "RaftLogLevel"}, fields)
+	// (DefaultLockTTL, 30s, is no longer within MinTTL..MaxTTL either.)
+	assert.Equal(t, []string{"DataDir", "MaxTTL", "DefaultLockTTL", "MaxBatch", "SnapshotRetain", "RaftLogLevel"}, fields)
 	assert.ErrorContains(t, err, "server: config MaxBatch: must be positive, got 0")
+}
+
+// The default lock TTL is a lease the node grants: within MinTTL..MaxTTL.
+func TestConfigValidateDefaultLockTTL(t *testing.T) {
+	for ttl, ok := range map[time.Duration]bool{
+		0: false, 50 * time.Millisecond: false, 100 * time.Millisecond: true,
+		30 * time.Second: true, 24 * time.Hour: true, 25 * time.Hour: false,
+	} {
+		c := DefaultConfig()
+		c.DataDir, c.DefaultLockTTL = t.TempDir(), ttl
+		err := c.Validate()
+		if ok {
+			assert.NoError(t, err, "%v", ttl)
+			continue
+		}
+		require.Len(t, ConfigErrors(err), 1, "%v", ttl)
+		assert.Equal(t, "DefaultLockTTL", ConfigErrors(err)[0].Field, "%v", ttl)
+	}
 }
 
 func TestConfigErrorsFindsWrappedErrors(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"time"
 
 	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/raft"
@@ -97,6 +98,9 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 	}
 	return nil
 }
+
+// DefaultLockTTL returns Config.DefaultLockTTL.
+func (n *Node) DefaultLockTTL() time.Duration { return n.cfg.DefaultLockTTL }
 
 // PeerAddrs returns the client addresses of the other members as this
 // node's applied table records them (a member's address is forgotten when it

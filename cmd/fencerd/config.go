@@ -66,7 +66,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.DurationVar(&n.MaxTTL, "max-ttl", n.MaxTTL, "longest lease TTL a client may ask for")
 	f.DurationVar(&n.MaxWait, "max-wait", n.MaxWait, "longest WAIT an acquire may queue for")
 	f.DurationVar(&b.RequestTimeout, "request-timeout", b.RequestTimeout, "bound on every request (a WAIT gets its wait on top)")
-	f.DurationVar(&b.DefaultLockTTL, "default-lock-ttl", b.DefaultLockTTL, "lease of a lock taken by SETNX, or SET NX without PX/EX (Redis would keep it forever)")
+	f.DurationVar(&n.DefaultLockTTL, "default-lock-ttl", n.DefaultLockTTL, "lease of a lock taken by SETNX, or SET NX without PX/EX (Redis would keep it forever)")
 	f.BoolVar(&b.RedlockMultiEndpoint, "redlock-multi-endpoint", b.RedlockMultiEndpoint, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
 	f.IntVar(&n.MaxLocks, "max-locks", n.MaxLocks, "most locks held in total; an acquire of a free lock beyond it is refused")
 	f.IntVar(&n.MaxValueSize, "max-value-size", n.MaxValueSize, "largest value a Redis command or script stores, in bytes (a string, or a whole hash, sorted set, list or set)")
@@ -154,15 +154,9 @@ var flagOf = map[string]string{
 	"Users": "--users", "RequirePass": "--requirepass", "ForwardUser": "--forward-user",
 }
 
-// validate checks both configs, and what neither can check alone: the
-// bridge's default lock TTL must be a lease the node grants.
+// validate checks both configs.
 func (c *config) validate() error {
-	errs := []error{c.node.Validate(), c.bridge.Validate()}
-	if ttl := c.bridge.DefaultLockTTL; ttl > 0 && (ttl < c.node.MinTTL || ttl > c.node.MaxTTL) {
-		errs = append(errs, &server.ConfigError{Pkg: "fencerd", Field: "DefaultLockTTL",
-			Reason: fmt.Sprintf("%v is outside MinTTL %v .. MaxTTL %v", ttl, c.node.MinTTL, c.node.MaxTTL)})
-	}
-	return withFlagHints(errors.Join(errs...))
+	return withFlagHints(errors.Join(c.node.Validate(), c.bridge.Validate()))
 }
 
 // withFlagHints adds the flags that set the fields err names.

@@ -70,7 +70,7 @@ func TestValidateNamesTheFlags(t *testing.T) {
 
 	c = parse(t, "--default-lock-ttl", "25h")
 	c.node.ClientAddr, c.node.RaftAddr = "127.0.0.1:7379", "127.0.0.1:7380"
-	assert.EqualError(t, c.validate(), "fencerd: config DefaultLockTTL: 25h0m0s is outside MinTTL 100ms .. MaxTTL 24h0m0s\n(set with --default-lock-ttl)")
+	assert.EqualError(t, c.validate(), "server: config DefaultLockTTL: 25h0m0s is outside MinTTL 100ms .. MaxTTL 24h0m0s\n(set with --default-lock-ttl)")
 	c.node.MaxTTL = 48 * time.Hour
 	assert.NoError(t, c.validate())
 }
