@@ -19,9 +19,9 @@ func init() {
 		&command{name: "zrank", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's rank by ascending score.", run: func(c *call) Reply { return zrank(c, false) }},
 		&command{name: "zrevrank", arity: -3, flags: fReadOnly | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns a member's rank by descending score.", run: func(c *call) Reply { return zrank(c, true) }},
 		&command{name: "zrange", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members in a range of ranks or scores.", run: cmdZrange},
-		&command{name: "zrevrange", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members in a range of ranks, highest score first.", run: func(c *call) Reply { return zrangeGeneric(c, 1, false, true, false) }},
-		&command{name: "zrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range.", run: func(c *call) Reply { return zrangeGeneric(c, 1, true, false, true) }},
-		&command{name: "zrevrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range, highest first.", run: func(c *call) Reply { return zrangeGeneric(c, 1, true, true, true) }},
+		&command{name: "zrevrange", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members in a range of ranks, highest score first.", run: func(c *call) Reply { return zrangeGeneric(c, false, true, false) }},
+		&command{name: "zrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range.", run: func(c *call) Reply { return zrangeGeneric(c, true, false, true) }},
+		&command{name: "zrevrangebyscore", arity: -4, flags: fReadOnly, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Returns members with scores in a range, highest first.", run: func(c *call) Reply { return zrangeGeneric(c, true, true, true) }},
 		&command{name: "zremrangebyscore", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members with scores in a range.", run: ofRange(parseScoreRange, fsm.KindZSet, zero, cmdZremrangebyscore)},
 		&command{name: "zremrangebyrank", arity: 4, flags: fWrite, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes the members in a range of ranks.", run: ofRange(parseIntPair, fsm.KindZSet, zero, cmdZremrangebyrank)},
 		&command{name: "zpopmin", arity: -2, flags: fWrite | fFast, first: 1, last: 1, step: 1, group: "sorted-set", summary: "Removes and returns the members with the lowest scores.", run: func(c *call) Reply { return zpop(c, false) }},
@@ -284,13 +284,15 @@ func cmdZrange(c *call) Reply {
 			return Error("ERR fencer does not support ZRANGE BYLEX")
 		}
 	}
-	return zrangeGeneric(c, 1, byScore, rev, false)
+	return zrangeGeneric(c, byScore, rev, false)
 }
 
 // zrangeGeneric serves ZRANGE and its older forms. byScoreArgs means the
 // range arguments are scores and LIMIT/WITHSCORES follow (ZRANGEBYSCORE);
-// for ZREVRANGEBYSCORE the first bound is the maximum.
-func zrangeGeneric(c *call, keyIdx int, byScore, rev, oldByScore bool) Reply {
+// for ZREVRANGEBYSCORE the first bound is the maximum. The key is the
+// first argument.
+func zrangeGeneric(c *call, byScore, rev, oldByScore bool) Reply {
+	const keyIdx = 1
 	withScores := false
 	limit, offset, count := false, int64(0), int64(-1)
 	for i := keyIdx + 3; i < len(c.args); i++ {
