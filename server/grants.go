@@ -84,13 +84,6 @@ func (g *grants) readyLocked() bool {
 	return g.ready && g.raft.State() == raft.Leader && g.raft.CurrentTerm() == g.readyTerm
 }
 
-// isReady is readyLocked under the lock.
-func (g *grants) isReady() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.readyLocked()
-}
-
 // state returns, at one moment, whether the node is a ready leader, whether
 // it is closed, and the channel closed at the next change of either.
 func (g *grants) state() (ready, closed bool, changed <-chan struct{}) {
@@ -471,10 +464,8 @@ func (g *grants) plan(key, owner string, ttl uint64, waits, redis bool) acquireS
 		ref := l.Ref()
 		c.Lease = &ref
 	}
-	if !held {
-		if err := g.checkNewLocked(key, 0); err != nil {
-			return acquireStep{act: actFail, err: err}
-		}
+	if err := g.checkNewLocked(key, 0); err != nil { // passes a held key
+		return acquireStep{act: actFail, err: err}
 	}
 	return acquireStep{act: actPropose, cmd: c}
 }

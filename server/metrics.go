@@ -102,7 +102,7 @@ func (n *Node) registerNodeGauges() {
 		Name: "fencer_ready",
 		Help: "1 if this node is a leader that has applied its log and restarted every lease.",
 	}, func() float64 {
-		if n.grants.isReady() {
+		if ready, _, _ := n.grants.state(); ready {
 			return 1
 		}
 		return 0
