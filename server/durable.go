@@ -18,7 +18,7 @@ import (
 //
 //   - the node ID is written to a temporary file, fsynced, renamed into
 //     place, and the data directory fsynced, before any Raft state exists;
-//   - the stores' files and directories (wal/, raft.db, snapshots/) are made
+//   - the stores' files and directories (wal/, snapshots/) are made
 //     durable by an fsync of the data directory once they are opened;
 //   - raft's snapshot store fsyncs a snapshot's files and renames its
 //     directory into place, but never fsyncs that directory itself, so a

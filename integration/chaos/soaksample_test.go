@@ -165,7 +165,7 @@ func (s *sampler) sampleNode(at time.Duration, i int, n *node) sample {
 		out.fds = openFDs(out.pid)
 		out.goroutines, out.logEntries = s.scrape(n)
 	}
-	out.logBytes = diskBytes(filepath.Join(n.dataDir, "wal")) + diskBytes(filepath.Join(n.dataDir, "raft.db"))
+	out.logBytes = diskBytes(filepath.Join(n.dataDir, "wal"))
 	out.snapBytes = diskBytes(filepath.Join(n.dataDir, "snapshots"))
 	return out
 }
