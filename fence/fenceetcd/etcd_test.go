@@ -15,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
+	"go.uber.org/zap"
 )
 
 // missingEtcd is the advice given when etcd cannot be started.
@@ -45,7 +46,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "fenceetcd tests: starting etcd: %v\n%s\n", err, missingEtcd)
 		os.Exit(1)
 	}
-	cli, err = clientv3.New(clientv3.Config{Endpoints: []string{server.endpoint}, DialTimeout: 10 * time.Second})
+	// The client's log would only repeat, as JSON, errors the tests check.
+	cli, err = clientv3.New(clientv3.Config{Endpoints: []string{server.endpoint}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	code := 1
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fenceetcd tests: etcd client: %v\n", err)
@@ -158,9 +160,34 @@ func tryStartEtcd() (*etcdServer, error) {
 	return s, nil
 }
 
-// waitReady waits until etcd serves a linearizable read.
+// waitDial waits until addr accepts a connection, or the process whose
+// exit closes exited has exited.
+func waitDial(addr string, timeout time.Duration, exited <-chan struct{}) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("exited before it listened on %s", addr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not accept a connection within %v: %w", addr, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitReady waits until etcd serves a linearizable read. It first waits
+// for the port, as the client logs every refused dial.
 func (s *etcdServer) waitReady(timeout time.Duration) error {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.endpoint}, DialTimeout: timeout})
+	if err := waitDial(strings.TrimPrefix(s.endpoint, "http://"), timeout, s.exited); err != nil {
+		return err
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.endpoint}, DialTimeout: timeout, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}

@@ -215,11 +215,14 @@ func TestBadDefinition(t *testing.T) {
 	must(t, s.Put(ctx, "doc", 3, "three"))
 	must(t, s.Put(ctx, "fence/tokens-are-not-here", 3, "x")) // beside the prefix, not in it
 	bad := map[string]func() error{
-		"empty key":         func() error { return s.Put(ctx, "", 4, "x") },
-		"empty resource":    func() error { _, err := s.Txn(ctx, "", 4, clientv3.OpPut("a", "x")); return err },
-		"put a token":       func() error { return s.Put(ctx, "fence/token/doc", 4, "00000000000000000000") },
-		"delete a token":    func() error { return s.Delete(ctx, "fence/token/doc", 4) },
-		"delete all tokens": func() error { _, err := s.Txn(ctx, "doc", 4, clientv3.OpDelete("fence/", clientv3.WithPrefix())); return err },
+		"empty key":      func() error { return s.Put(ctx, "", 4, "x") },
+		"empty resource": func() error { _, err := s.Txn(ctx, "", 4, clientv3.OpPut("a", "x")); return err },
+		"put a token":    func() error { return s.Put(ctx, "fence/token/doc", 4, "00000000000000000000") },
+		"delete a token": func() error { return s.Delete(ctx, "fence/token/doc", 4) },
+		"delete all tokens": func() error {
+			_, err := s.Txn(ctx, "doc", 4, clientv3.OpDelete("fence/", clientv3.WithPrefix()))
+			return err
+		},
 		"delete a range over the tokens": func() error {
 			_, err := s.Txn(ctx, "doc", 4, clientv3.OpDelete("a", clientv3.WithRange("z")))
 			return err
