@@ -266,3 +266,24 @@ func TestBadDefinition(t *testing.T) {
 		t.Errorf("Highest of a token key holding 99: %v, want ErrTokenValue", err)
 	}
 }
+
+// TestLeasedValue: a value put with an etcd lease goes with the lease; its
+// token stays, so the stale writer cannot put it back.
+func TestLeasedValue(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	lease, err := cli.Grant(ctx, 60)
+	must(t, err)
+	must(t, s.Put(ctx, "session", 5, "five", clientv3.WithLease(lease.ID)))
+	wantValue(t, c, "session", "five")
+	_, err = cli.Revoke(ctx, lease.ID)
+	must(t, err)
+	if v, ok := get(t, c, "session"); ok {
+		t.Fatalf("session = %q after its lease was revoked", v)
+	}
+	wantHighest(t, s, "session", 5)
+	fencetest.WantStale(t, s.Put(ctx, "session", 4, "four"), "session", 4, 5)
+	if _, ok := get(t, c, "session"); ok {
+		t.Fatal("a stale put recreated session")
+	}
+}
