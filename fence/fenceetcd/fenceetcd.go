@@ -113,10 +113,12 @@ func (s *Store) Delete(ctx context.Context, key string, token uint64) error {
 //
 // ops may be puts, deletes, gets and nested transactions (clientv3.OpTxn,
 // etcd 3.3 and later), as long as none writes inside the token prefix
-// (ErrDefinition). The response's Responses[i] answers ops[i]; one more
-// response, for the recording of the token, follows them. etcd refuses a
-// transaction that puts one key twice, and one with more operations than
-// its --max-txn-ops (128 by default); the recording of the token is one.
+// (ErrDefinition). With no ops, Txn only records the token, which fences
+// off the holders of lower tokens before any write. The response's
+// Responses[i] answers ops[i]; one more response, for the recording of the
+// token, follows them. etcd refuses a transaction that puts one key twice,
+// and one with more operations than its --max-txn-ops (128 by default); the
+// recording of the token is one.
 func (s *Store) Txn(ctx context.Context, resource string, token uint64, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if resource == "" {
 		return nil, fmt.Errorf("%w: empty resource name", ErrDefinition)

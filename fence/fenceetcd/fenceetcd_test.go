@@ -287,3 +287,19 @@ func TestLeasedValue(t *testing.T) {
 		t.Fatal("a stale put recreated session")
 	}
 }
+
+// TestTxnWithoutOps: a transaction with no ops records the token alone,
+// which fences off lower tokens before the new holder writes anything.
+func TestTxnWithoutOps(t *testing.T) {
+	ctx := context.Background()
+	s, c := newStore(t)
+	must(t, s.Put(ctx, "doc", 3, "three"))
+	resp, err := s.Txn(ctx, "doc", 4)
+	must(t, err)
+	if len(resp.Responses) != 1 {
+		t.Errorf("%d responses, want 1 for the token", len(resp.Responses))
+	}
+	wantHighest(t, s, "doc", 4)
+	fencetest.WantStale(t, s.Put(ctx, "doc", 3, "three, late"), "doc", 3, 4)
+	wantValue(t, c, "doc", "three")
+}
