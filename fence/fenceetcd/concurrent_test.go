@@ -31,7 +31,7 @@ type landing struct {
 // own record of what landed. Keys are given without the namespace.
 func history(t *testing.T, from int64) []landing {
 	t.Helper()
-	ns := t.Name() + "/"
+	ns := ns(t)
 	marker, err := cli.Put(context.Background(), ns+"end of test writes", "")
 	must(t, err)
 	end := marker.Header.Revision

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -64,12 +66,29 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// kv returns a view of the tests' etcd in which every key, the tokens' too,
-// lives under the test's name, so that tests sharing the server do not
-// meet.
+// namespaces holds the namespace of each running test (see ns).
+var namespaces sync.Map // *testing.T → string
+
+// runs numbers the namespaces, so that a test run again (-count) starts
+// afresh on the same server.
+var runs atomic.Int64
+
+// ns returns the prefix under which the test keeps its keys, the tokens'
+// too: its name and a number of its own, so that tests sharing the server
+// do not meet.
+func ns(t *testing.T) string {
+	t.Helper()
+	p, loaded := namespaces.LoadOrStore(t, fmt.Sprintf("%s#%d/", t.Name(), runs.Add(1)))
+	if !loaded {
+		t.Cleanup(func() { namespaces.Delete(t) })
+	}
+	return p.(string)
+}
+
+// kv returns a view of the tests' etcd inside the test's namespace.
 func kv(t *testing.T) clientv3.KV {
 	t.Helper()
-	return namespace.NewKV(cli.KV, t.Name()+"/")
+	return namespace.NewKV(cli.KV, ns(t))
 }
 
 // etcdBinary returns the etcd to run: $ETCD, or etcd on PATH.

@@ -6,14 +6,11 @@ import (
 
 	"github.com/fencerlock/fencer/fence/fenceetcd"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/namespace"
 )
 
 func ExampleStore() {
 	ctx := context.Background()
-	// cli is a *clientv3.Client; the namespace keeps this example's keys
-	// apart from the tests'.
-	s, err := fenceetcd.New(namespace.NewKV(cli.KV, "ExampleStore/"))
+	s, err := fenceetcd.New(cli) // cli is a *clientv3.Client
 	if err != nil {
 		panic(err)
 	}
@@ -32,8 +29,7 @@ func ExampleStore() {
 
 func ExampleStore_Txn() {
 	ctx := context.Background()
-	kv := namespace.NewKV(cli.KV, "ExampleStore_Txn/")
-	s, err := fenceetcd.New(kv)
+	s, err := fenceetcd.New(cli)
 	if err != nil {
 		panic(err)
 	}
@@ -48,7 +44,7 @@ func ExampleStore_Txn() {
 	fmt.Println(deposit(7, 1, "+10"))
 	fmt.Println(deposit(8, 2, "+5"))
 	fmt.Println(deposit(7, 3, "+1000")) // stale: neither key is written
-	resp, err := kv.Get(ctx, "account/42/", clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, "account/42/", clientv3.WithPrefix())
 	if err != nil {
 		panic(err)
 	}
