@@ -75,7 +75,7 @@ func New(kv clientv3.KV, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if s.kv == nil {
+	if c, ok := s.kv.(*clientv3.Client); s.kv == nil || ok && c == nil {
 		return nil, fmt.Errorf("%w: no etcd client", ErrDefinition)
 	}
 	if s.prefix == "" {
@@ -119,6 +119,13 @@ func (s *Store) Delete(ctx context.Context, key string, token uint64) error {
 // token, follows them. etcd refuses a transaction that puts one key twice,
 // and one with more operations than its --max-txn-ops (128 by default); the
 // recording of the token is one.
+//
+// An error from the client, such as a deadline that passed while the
+// transaction was on its way, leaves its outcome unknown: etcd may have run
+// it. Sending the same ops again with the same token is safe (equal tokens
+// are admitted, and a put or delete done twice leaves what one leaves); a
+// refusal of the retry means a higher token got in, before or after the
+// first attempt.
 func (s *Store) Txn(ctx context.Context, resource string, token uint64, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if resource == "" {
 		return nil, fmt.Errorf("%w: empty resource name", ErrDefinition)

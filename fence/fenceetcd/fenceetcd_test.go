@@ -208,6 +208,10 @@ func TestBadDefinition(t *testing.T) {
 	if _, err := fenceetcd.New(nil); !errors.Is(err, fenceetcd.ErrDefinition) {
 		t.Errorf("New(nil): %v", err)
 	}
+	var none *clientv3.Client
+	if _, err := fenceetcd.New(none); !errors.Is(err, fenceetcd.ErrDefinition) {
+		t.Errorf("New of a nil *clientv3.Client: %v", err)
+	}
 	if _, err := fenceetcd.New(kv(t), fenceetcd.WithTokenPrefix("")); !errors.Is(err, fenceetcd.ErrDefinition) {
 		t.Errorf("an empty token prefix: %v", err)
 	}
