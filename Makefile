@@ -4,19 +4,21 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak
+.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd
 
 all: build
 
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-# lint: formatting, vet and staticcheck.
+# lint: formatting, vet and staticcheck, of the main module and of
+# fence/fenceetcd (a module of its own, so the main one does not take grpc).
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd fence/fenceetcd && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # check: install the Debian packages the tests need when it can (root with
 # apt-get), else say which to install and stop (scripts/deps.sh holds the
@@ -26,10 +28,28 @@ check:
 	$(MAKE) test
 
 # test: lint, then every test (unit, in-process, integration) with -race,
-# then the server's fault-point tests, which need -tags fencer_faults.
+# then the server's fault-point tests, which need -tags fencer_faults, the
+# etcd validator's module, and the Node.js and Python clients' suites.
 test: lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
+	$(MAKE) test-fenceetcd
+
+# test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
+test-fenceetcd:
+	cd fence/fenceetcd && $(GO) test -race -count=1 -timeout 5m ./...
+
+# test-clients: the Node.js and Python clients' suites against real fencerd
+# processes (built here), Redis and PostgreSQL. test-node installs the
+# client's npm packages at the versions its package-lock.json pins; PYTHON
+# is an interpreter with redis-py, psycopg2 and pytest (Debian's packages
+# import under /usr/bin/python3).
+PYTHON ?= /usr/bin/python3
+test-clients: test-node test-python
+test-node: build
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && FENCERD=$(CURDIR)/bin/fencerd npm test
+test-python: build
+	FENCERD=$(CURDIR)/bin/fencerd $(PYTHON) -m pytest -q -p no:cacheprovider clients/python
 
 # integ: the integration tests only (real fencerd processes, redis-cli).
 integ:

@@ -27,7 +27,11 @@
 //     token column in one statement, or any writes in a transaction admitted
 //     through a table of tokens (PostgreSQL and SQLite);
 //   - fence/fenceredis: Redis as the protected storage, fenced SET, HSET and
-//     DEL, each one Lua script.
+//     DEL, each one Lua script;
+//   - fence/fenceetcd: etcd as the protected storage, a fenced put, delete
+//     or set of operations, each one etcd transaction. It is a Go module of
+//     its own, so that this module does not depend on etcd's client and
+//     gRPC.
 //
 // There is no gRPC interceptor: it would make this module depend on
 // google.golang.org/grpc for a few lines that fencehttp's middleware shows

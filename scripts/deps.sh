@@ -14,12 +14,13 @@ cd "$(dirname "$0")/.."
 
 # Debian and Ubuntu packages the tests need: redis-cli and redis-server
 # (integration tests, the Redis store, the differential tests against a real
-# Redis), PostgreSQL (the database/sql validator), redis-py, Node.js and
+# Redis), PostgreSQL and MariaDB (the database/sql validator), etcd (the etcd
+# validator), redis-py, psycopg2 and pytest (the Python client), Node.js and
 # PHP with four PHP lock libraries (the lock-library tests; the tests
 # install their npm packages themselves, at the versions their lock files
 # pin), iptables and iproute2 (the fault campaign's network namespaces),
 # gnuplot (the soak's plot). Add to this list.
-PACKAGES="make redis-tools redis-server postgresql iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis"
+PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis"
 PACKAGES="$PACKAGES ${DEPS_EXTRA:-}"
 
 if [ "${1:-}" = "--list" ]; then
