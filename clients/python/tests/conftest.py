@@ -152,13 +152,24 @@ def _leader_of(node: Fencerd, **kw):
     return None if not v else v[1].decode()
 
 
-def start_node(bin_path: str, extra=(), ready_kw=None) -> Fencerd:
+def start_node(bin_path: str, extra=(), ready: str = "leader", auth=None) -> Fencerd:
+    """Start one node; ready "leader" waits until it leads (a one-node
+    cluster), "ping" until it answers PING. auth: redis-py credentials
+    (password=..., username=...) for the readiness check."""
     d = tempfile.mkdtemp(prefix="fencer-py-")
     n = Fencerd(bin_path, d, extra)
     n.start()
+    kw = dict(auth or {})
+
+    def up():
+        if not n.alive():
+            _dead(n)
+        if ready == "ping":
+            return n.raw(socket_timeout=2).ping()
+        return _leader_of(n, **kw) == n.addr
+
     try:
-        wait_for(lambda: n.alive() and _leader_of(n, **(ready_kw or {})) == n.addr or (not n.alive() and _dead(n)),
-                 READY_TIMEOUT, f"fencerd at {n.addr} ready")
+        wait_for(up, READY_TIMEOUT, f"fencerd at {n.addr} ready")
     except BaseException:
         n.stop()
         shutil.rmtree(d, ignore_errors=True)
@@ -175,8 +186,8 @@ def node_factory(fencerd_bin):
     """Start single fencerd nodes with extra flags; all stopped at the end."""
     nodes = []
 
-    def make(*extra, ready_kw=None):
-        n = start_node(fencerd_bin, extra, ready_kw)
+    def make(*extra, ready="leader", auth=None):
+        n = start_node(fencerd_bin, extra, ready, auth)
         nodes.append(n)
         return n
 
@@ -206,7 +217,9 @@ class Cluster:
         for i in range(size):
             d = os.path.join(self.dir, f"n{i + 1}")
             os.makedirs(d)
-            self.nodes.append(Fencerd(bin_path, d, join=list(joins) or None))
+            # A short request timeout: a node without a leader answers
+            # NOLEADER within it, and a follower gives up on a dead leader.
+            self.nodes.append(Fencerd(bin_path, d, extra=("--request-timeout", "2s"), join=list(joins) or None))
             joins.append(self.nodes[-1].addr)
 
     @property

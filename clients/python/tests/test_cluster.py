@@ -10,6 +10,7 @@ import time
 import pytest
 
 import fencer
+from conftest import wait_for
 
 
 def status_on(node, name):
@@ -75,6 +76,18 @@ def test_failover_lease_survives_or_is_reported_lost(cluster, client_factory, na
         assert lk.token == token
         lk.release()
         assert status_on(cluster.nodes[new], name) is None
+
+    # Then the cluster loses its quorum: the last node has no leader and
+    # says so (NOLEADER); the client tries it until its failover timeout.
+    cluster.nodes[others[0]].kill()
+    last = cluster.nodes[others[1]]
+    wait_for(lambda: last.raw(socket_timeout=2).execute_command("FENCE.LEADER") is None, 30, "the last node sees no leader")
+    alone = client_factory([last.addr], failover_timeout=3.0)
+    t0 = time.monotonic()
+    with pytest.raises(fencer.NoLeaderError) as e:
+        alone.lock(name, ttl=5, wait=0).acquire()
+    assert time.monotonic() - t0 < 3.0 + 2.0 + 1.0  # the failover timeout, one server timeout, a margin
+    assert e.value.last is not None and e.value.last.code == "NOLEADER"
 
 
 def test_every_node_paused_past_the_ttl(cluster, client_factory, name):
