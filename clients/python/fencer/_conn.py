@@ -175,6 +175,8 @@ def call(conn: redis.Connection, timeout: float, *args):
             raise redis.exceptions.TimeoutError(f"no reply within {timeout:.3f}s")
         return conn.read_response()
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+        if getattr(e, "fencer_reply", None) is not None:
+            raise  # an error reply that redis-py files under ConnectionError (NOAUTH)
         raise Sent(str(e)) from e
 
 
