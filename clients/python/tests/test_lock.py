@@ -230,3 +230,22 @@ def test_waiting_does_not_hold_up_renewals(node, client_factory, name):
     assert result["lock"].token > blocker.token
     result["lock"].release()
     renewed.release()
+
+
+def test_from_asyncio_through_threads(node, client_factory, name):
+    """What docs/clients-python.md tells asyncio users to do."""
+    import asyncio
+
+    c = client_factory([node.addr])
+
+    async def main():
+        lease = await asyncio.to_thread(c.lock(name, ttl=5).acquire)
+        try:
+            await asyncio.sleep(0)
+            return lease.token, status(node, name)
+        finally:
+            await asyncio.to_thread(lease.release)
+
+    token, st = asyncio.run(main())
+    assert st[1] == token
+    assert status(node, name) is None
