@@ -281,7 +281,7 @@ class Lock:
                 self._extend(gen)
                 with self._cond:
                     self._retry_at = None
-            except FencerError as e:
+            except Exception as e:  # noqa: BLE001 - the keeper must live on to declare the loss
                 with self._cond:
                     if self._gen != gen or self._state != _HELD:
                         return

@@ -110,3 +110,20 @@ def test_bad_client_arguments():
         fencer.Client(["127.0.0.1:1"], request_timeout=0)
     with pytest.raises(fencer.InvalidArgumentError):
         fencer.Client(["127.0.0.1:1"], username="u")
+
+
+def test_not_leader_moves_to_the_named_leader():
+    """After NOTLEADER naming one of its addresses, the client goes there;
+    after another failure, to the next address, asking it who leads."""
+    c = fencer.Client(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"])
+    try:
+        n = c._nodes
+        c._cur, c._probe = 0, False
+        c._failed(n[0], classify_reply("NOTLEADER node-x 127.0.0.1:3 not the leader").leader)
+        assert c._cur == 2 and not c._probe
+        c._failed(n[2], "")
+        assert c._cur == 0 and c._probe
+        c._failed(n[1], "127.0.0.1:2")  # a stale failure, from a node no longer current
+        assert c._cur == 0
+    finally:
+        c.close()
