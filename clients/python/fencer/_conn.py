@@ -1,0 +1,203 @@
+"""Connections to one node, on redis-py's Connection.
+
+redis-py strips the code off some error replies (``ERR``, ``NOAUTH``,
+``NOPERM`` ...) and keeps it on others; the parser here keeps every reply
+whole on the exception (``fencer_reply``), so that the client switches on
+the code as docs/protocol.md defines it, never on redis-py's classes.
+"""
+
+from __future__ import annotations
+
+import ssl as _ssl
+import threading
+
+import redis
+from redis.connection import PythonParser
+
+from .errors import AuthError, Failure, NoLeaderError, TLSError, UncertainError, classify_reply
+
+
+class _Parser(PythonParser):
+    """PythonParser that keeps the whole error reply on the exception."""
+
+    def parse_error(self, response):
+        err = super().parse_error(response)
+        err.fencer_reply = response
+        return err
+
+
+def reply_of(err: BaseException) -> str | None:
+    """Return the full error reply behind a redis-py exception, if it is one.
+
+    Exceptions from this package's connections carry it. For those of a
+    caller's own redis-py client (token_for), the code is put back from
+    redis-py's class, as redis-py 4 strips it: ``NOPERM`` and ``NOAUTH``
+    become their own classes, ``ERR`` is dropped from a plain ResponseError.
+    """
+    raw = getattr(err, "fencer_reply", None)
+    if raw is not None:
+        return raw
+    if not isinstance(err, redis.exceptions.ResponseError) and not isinstance(
+        err, redis.exceptions.AuthenticationError
+    ):
+        return None
+    text = str(err)
+    stripped = {
+        redis.exceptions.NoPermissionError: "NOPERM",
+        redis.exceptions.NoScriptError: "NOSCRIPT",
+        redis.exceptions.AuthenticationError: "NOAUTH",
+        redis.exceptions.ExecAbortError: "EXECABORT",
+        redis.exceptions.ReadOnlyError: "READONLY",
+    }
+    for cls, code in stripped.items():
+        if type(err) is cls:
+            return f"{code} {text}"
+    first = text.split(" ", 1)[0]
+    if first.isalpha() and first.isupper() and len(first) > 1:
+        return text
+    return "ERR " + text
+
+
+class _TLSConnection(redis.Connection):
+    """A Connection that completes a TLS handshake with a given SSLContext."""
+
+    def __init__(self, ssl_context: _ssl.SSLContext, **kw):
+        super().__init__(**kw)
+        self._ssl_context = ssl_context
+
+    def _connect(self):
+        sock = super()._connect()
+        try:
+            return self._ssl_context.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+
+
+def tls_refused(err: BaseException) -> _ssl.SSLError | None:
+    """Return the TLS error behind err if a retry would meet it again.
+
+    A certificate that did not verify, an alert from the node, a reply that
+    is not TLS: yes. A connection that drops during the handshake: no.
+    """
+    seen = set()
+    e = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, _ssl.SSLError) and not isinstance(
+            e, (_ssl.SSLEOFError, _ssl.SSLZeroReturnError, _ssl.SSLSyscallError)
+        ):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+class Sent(Exception):
+    """Marks a network failure after the request may have been sent."""
+
+
+class Node:
+    """One address and its idle connections."""
+
+    def __init__(self, addr: str, *, username, password, ssl_context, request_timeout: float):
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"address {addr!r} is not host:port")
+        self.addr = addr
+        self.host = host.strip("[]")
+        self.port = int(port)
+        self._kw = dict(
+            host=self.host,
+            port=self.port,
+            username=username,
+            password=password,
+            socket_timeout=request_timeout,
+            socket_connect_timeout=request_timeout,
+            socket_keepalive=True,
+            parser_class=_Parser,
+        )
+        self._ssl_context = ssl_context
+        self._mu = threading.Lock()  # guards _idle
+        self._idle: list[redis.Connection] = []
+
+    def new_connection(self) -> redis.Connection:
+        """Return a new, unconnected connection to the node."""
+        if self._ssl_context is not None:
+            return _TLSConnection(self._ssl_context, **self._kw)
+        return redis.Connection(**self._kw)
+
+    def call(self, timeout: float, *args):
+        """Send args on an idle (or new) connection and return the reply.
+
+        The reply must start within timeout. An error reply raises the
+        redis-py exception carrying ``fencer_reply``; a network failure after
+        the request may have been sent is raised as Sent (from the cause).
+        """
+        with self._mu:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self.new_connection()
+        ok = False
+        try:
+            reply = call(conn, timeout, *args)
+            ok = True
+            return reply
+        except redis.exceptions.ResponseError as e:
+            if getattr(e, "fencer_reply", None) is not None and conn._sock is not None:
+                ok = True  # an error reply leaves the connection in step
+            raise
+        finally:
+            if ok:
+                with self._mu:
+                    self._idle.append(conn)
+            else:
+                conn.disconnect()
+
+    def close(self):
+        with self._mu:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.disconnect()
+
+
+def call(conn: redis.Connection, timeout: float, *args):
+    """Send args on conn and read the reply, which must start within timeout.
+
+    Connecting is bounded by timeout too (and by the request timeout).
+    A failure once sending began is raised as Sent.
+    """
+    if conn._sock is None:
+        conn.socket_connect_timeout = min(timeout, conn.socket_timeout)
+        conn.connect()
+    try:
+        conn.send_command(*args)
+        if not conn.can_read(timeout=timeout):
+            raise redis.exceptions.TimeoutError(f"no reply within {timeout:.3f}s")
+        return conn.read_response()
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+        if getattr(e, "fencer_reply", None) is not None:
+            raise  # an error reply that redis-py files under ConnectionError (NOAUTH)
+        raise Sent(str(e)) from e
+
+
+def classify(err: BaseException, addr: str) -> Failure:
+    """Sort an exception from one attempt at the node at addr."""
+    raw = reply_of(err) if isinstance(err, redis.exceptions.RedisError) else None
+    if raw is not None:
+        return classify_reply(raw)
+    tls = tls_refused(err)
+    if tls is not None:
+        return Failure(TLSError(f"TLS with {addr} failed: {tls}"))
+    if isinstance(err, Sent):
+        cause = err.__cause__ or err
+        return Failure(
+            UncertainError(f"{addr}: {cause!r}: the request may have taken effect", last=cause),
+            transient=True,
+            uncertain=True,
+        )
+    return Failure(NoLeaderError(f"{addr}: {err!r}", last=err), transient=True)
+
+
+def is_refusal(f: Failure) -> bool:
+    """Whether a failure is a refusal of the credentials or TLS."""
+    return isinstance(f.error, (AuthError, TLSError))
