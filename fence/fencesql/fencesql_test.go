@@ -19,16 +19,27 @@ type backend struct {
 	db      *sql.DB
 }
 
-// eachBackend runs f against a fresh PostgreSQL database and a fresh SQLite
-// database, as subtests.
+// eachBackend runs f against a fresh PostgreSQL database, a fresh SQLite
+// database and two fresh MariaDB databases, as subtests. The second MariaDB
+// connection pool reports rows found rather than rows changed
+// (clientFoundRows=true), which fencesql must not depend on.
 func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	t.Run("postgres", func(t *testing.T) { f(t, backend{fencesql.Postgres, openPostgres(t)}) })
 	t.Run("sqlite", func(t *testing.T) { f(t, backend{fencesql.SQLite, openSQLite(t)}) })
+	t.Run("mysql", func(t *testing.T) { f(t, backend{fencesql.MySQL, openMySQL(t, "")}) })
+	t.Run("mysql-foundrows", func(t *testing.T) {
+		f(t, backend{fencesql.MySQL, openMySQL(t, "clientFoundRows=true")})
+	})
 }
 
+// exec runs the statements. For MySQL, which cannot index a TEXT column
+// whole, a TEXT PRIMARY KEY is made a VARCHAR(100) one.
 func (b backend) exec(t *testing.T, stmts ...string) {
 	t.Helper()
 	for _, s := range stmts {
+		if b.dialect == fencesql.MySQL {
+			s = strings.ReplaceAll(s, "TEXT PRIMARY KEY", "VARCHAR(100) PRIMARY KEY")
+		}
 		if _, err := b.db.Exec(s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
@@ -46,6 +57,17 @@ func (b backend) landingLog(t *testing.T, table string) {
 			`CREATE FUNCTION log_landing() RETURNS trigger LANGUAGE plpgsql AS $$
 			 BEGIN INSERT INTO landed (token) VALUES (NEW.token); RETURN NEW; END $$`,
 			`CREATE TRIGGER `+table+`_landed AFTER INSERT OR UPDATE ON `+table+` FOR EACH ROW EXECUTE FUNCTION log_landing()`)
+		return
+	}
+	if b.dialect == fencesql.MySQL {
+		// MySQL runs the update trigger for every row an ON DUPLICATE KEY
+		// UPDATE finds, changed or not; only a changed row has landed (the
+		// tests that use the log write a new body each time).
+		b.exec(t,
+			`CREATE TABLE landed (seq BIGINT AUTO_INCREMENT PRIMARY KEY, token BIGINT NOT NULL)`,
+			`CREATE TRIGGER `+table+`_inserted AFTER INSERT ON `+table+` FOR EACH ROW INSERT INTO landed (token) VALUES (NEW.token)`,
+			`CREATE TRIGGER `+table+`_updated AFTER UPDATE ON `+table+` FOR EACH ROW
+			 IF NOT (NEW.token <=> OLD.token AND NEW.body <=> OLD.body) THEN INSERT INTO landed (token) VALUES (NEW.token); END IF`)
 		return
 	}
 	b.exec(t,
@@ -277,8 +299,11 @@ func TestTokensConcurrentInterleavedTokens(t *testing.T) {
 		// assigns, and overwrites a summary row: two statements that only
 		// the transaction keeps together.
 		events := `CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, token BIGINT NOT NULL)`
-		if b.dialect == fencesql.Postgres {
+		switch b.dialect {
+		case fencesql.Postgres:
 			events = `CREATE TABLE events (seq BIGSERIAL PRIMARY KEY, token BIGINT NOT NULL)`
+		case fencesql.MySQL:
+			events = `CREATE TABLE events (seq BIGINT AUTO_INCREMENT PRIMARY KEY, token BIGINT NOT NULL)`
 		}
 		b.exec(t, events, `CREATE TABLE summary (id INT PRIMARY KEY, last_token BIGINT, count BIGINT)`,
 			`INSERT INTO summary VALUES (1, 0, 0)`)
