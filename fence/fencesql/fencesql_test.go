@@ -339,3 +339,158 @@ func TestTokensConcurrentInterleavedTokens(t *testing.T) {
 		}
 	})
 }
+
+// TestEqualTokenIdenticalValues: a holder repeating a write, same token and
+// same values, is admitted each time, although the database changes nothing
+// (MySQL reports no row affected, or one with clientFoundRows), alone or in
+// a transaction; a lower token with those values is refused.
+func TestEqualTokenIdenticalValues(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		b.exec(t, `CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT)`)
+		docs, _ := fencesql.NewTable(b.dialect, "docs", "id", "token", "body")
+		for i := range 3 {
+			if err := docs.Write(ctx, b.db, "a", 5, "same"); err != nil {
+				t.Fatalf("write %d of token 5: %v", i, err)
+			}
+		}
+		tx, err := b.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := docs.Write(ctx, tx, "a", 5, "same"); err != nil {
+			t.Fatalf("token 5 again, in a transaction: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		fencetest.WantStale(t, docs.Write(ctx, b.db, "a", 4, "same"), "a", 4, 5)
+
+		tokens, _ := fencesql.NewTokens(b.dialect, "fence_tokens")
+		if err := tokens.CreateTable(ctx, b.db); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		for i := range 3 {
+			err := tokens.Do(ctx, b.db, "r", 5, func(*sql.Tx) error { calls++; return nil })
+			if err != nil {
+				t.Fatalf("Do %d with token 5: %v", i, err)
+			}
+		}
+		fencetest.WantStale(t, tokens.Do(ctx, b.db, "r", 4, func(*sql.Tx) error { calls++; return nil }), "r", 4, 5)
+		if calls != 3 {
+			t.Errorf("write ran %d times, want 3 (not for the stale token)", calls)
+		}
+	})
+}
+
+// TestTokensRange: a token above 1<<63-1 is refused before anything runs.
+func TestTokensRange(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		tokens, _ := fencesql.NewTokens(b.dialect, "fence_tokens")
+		if err := tokens.CreateTable(ctx, b.db); err != nil {
+			t.Fatal(err)
+		}
+		if err := tokens.Do(ctx, b.db, "r", 1<<63-1, func(*sql.Tx) error { return nil }); err != nil {
+			t.Fatalf("token 1<<63-1: %v", err)
+		}
+		called := false
+		err := tokens.Do(ctx, b.db, "r", 1<<63, func(*sql.Tx) error { called = true; return nil })
+		if !errors.Is(err, fencesql.ErrTokenRange) || called {
+			t.Errorf("Do with token 1<<63: %v, write called %v; want ErrTokenRange, not called", err, called)
+		}
+		tx, err := b.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := tokens.Admit(ctx, tx, "r", 1<<64-1); !errors.Is(err, fencesql.ErrTokenRange) {
+			t.Errorf("Admit with token 1<<64-1: %v, want ErrTokenRange", err)
+		}
+	})
+}
+
+// TestStaleDoRolledBack: the writes of a stale Do never run, and those of
+// a stale Admit in the caller's transaction are rolled back with it.
+func TestStaleDoRolledBack(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		tokens, _ := fencesql.NewTokens(b.dialect, "fence_tokens")
+		if err := tokens.CreateTable(ctx, b.db); err != nil {
+			t.Fatal(err)
+		}
+		b.exec(t, `CREATE TABLE notes (note TEXT)`)
+		note := func(tx *sql.Tx, s string) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO notes (note) VALUES ('`+s+`')`)
+			return err
+		}
+		if err := tokens.Do(ctx, b.db, "r", 9, func(tx *sql.Tx) error { return note(tx, "nine") }); err != nil {
+			t.Fatal(err)
+		}
+		fencetest.WantStale(t, tokens.Do(ctx, b.db, "r", 8, func(tx *sql.Tx) error { return note(tx, "eight") }), "r", 8, 9)
+
+		// A caller that writes first and admits last, then rolls back.
+		tx, err := b.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := note(tx, "seven"); err != nil {
+			t.Fatal(err)
+		}
+		fencetest.WantStale(t, tokens.Admit(ctx, tx, "r", 7), "r", 7, 9)
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		var notes []string
+		rows, err := b.db.Query(`SELECT note FROM notes`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			notes = append(notes, n)
+		}
+		if fmt.Sprint(notes) != "[nine]" {
+			t.Errorf("notes %v, want only [nine]", notes)
+		}
+		if h, ok, err := tokens.Highest(ctx, b.db, "r"); h != 9 || !ok || err != nil {
+			t.Errorf("Highest = %d, %v, %v; want 9", h, ok, err)
+		}
+	})
+}
+
+// TestTokensResourcesAreExact: resources are compared byte for byte: case,
+// trailing spaces and accents make different resources.
+func TestTokensResourcesAreExact(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		tokens, _ := fencesql.NewTokens(b.dialect, "fence_tokens")
+		if err := tokens.CreateTable(ctx, b.db); err != nil {
+			t.Fatal(err)
+		}
+		nop := func(*sql.Tx) error { return nil }
+		if err := tokens.Do(ctx, b.db, "acct", 9, nop); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []string{"ACCT", "acct ", "accť", "acc"} {
+			if err := tokens.Do(ctx, b.db, r, 1, nop); err != nil {
+				t.Errorf("resource %q, token 1, after acct got 9: %v", r, err)
+			}
+		}
+		fencetest.WantStale(t, tokens.Do(ctx, b.db, "acct", 1, nop), "acct", 1, 9)
+	})
+}
+
+func TestUnknownDialect(t *testing.T) {
+	if _, err := fencesql.NewTable(fencesql.Dialect(42), "docs", "id", "token", "body"); !errors.Is(err, fencesql.ErrDefinition) {
+		t.Errorf("NewTable with dialect 42: %v, want ErrDefinition", err)
+	}
+	if _, err := fencesql.NewTokens(fencesql.Dialect(-1), "fence_tokens"); !errors.Is(err, fencesql.ErrDefinition) {
+		t.Errorf("NewTokens with dialect -1: %v, want ErrDefinition", err)
+	}
+}
