@@ -494,3 +494,146 @@ func TestUnknownDialect(t *testing.T) {
 		t.Errorf("NewTokens with dialect -1: %v, want ErrDefinition", err)
 	}
 }
+
+// TestMySQLQualifiedName: a database-qualified table name is quoted part by
+// part, with backticks, a backtick in a name doubled.
+func TestMySQLQualifiedName(t *testing.T) {
+	name := newMySQLDatabase(t)
+	b := backend{fencesql.MySQL, openMySQLDatabase(t, name, "")}
+	b.exec(t, "CREATE TABLE `Do``cs` (id INT PRIMARY KEY, tok BIGINT NOT NULL, body TEXT)")
+	docs, _ := fencesql.NewTable(fencesql.MySQL, name+".Do`cs", "id", "tok", "body")
+	ctx := context.Background()
+	if err := docs.Write(ctx, b.db, 1, 3, "x"); err != nil {
+		t.Fatal(err)
+	}
+	fencetest.WantStale(t, docs.Write(ctx, b.db, 1, 2, "y"), "1", 2, 3)
+	var body string
+	if err := b.db.QueryRow("SELECT body FROM `Do``cs` WHERE id = 1").Scan(&body); err != nil || body != "x" {
+		t.Errorf("body = %q, %v; want x", body, err)
+	}
+}
+
+// TestMySQLResourceLength: the tokens table holds resource names of up to
+// MySQLResourceMax bytes; a longer one is refused before anything runs.
+func TestMySQLResourceLength(t *testing.T) {
+	db := openMySQL(t, "")
+	ctx := context.Background()
+	tokens, _ := fencesql.NewTokens(fencesql.MySQL, "fence_tokens")
+	if err := tokens.CreateTable(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	longest := strings.Repeat("é", fencesql.MySQLResourceMax/2) // 2 bytes each
+	nop := func(*sql.Tx) error { return nil }
+	if err := tokens.Do(ctx, db, longest, 3, nop); err != nil {
+		t.Fatalf("resource of %d bytes: %v", len(longest), err)
+	}
+	if h, ok, err := tokens.Highest(ctx, db, longest); h != 3 || !ok || err != nil {
+		t.Fatalf("Highest = %d, %v, %v; want 3", h, ok, err)
+	}
+	called := false
+	if err := tokens.Do(ctx, db, longest+"x", 4, func(*sql.Tx) error { called = true; return nil }); !errors.Is(err, fencesql.ErrResourceLength) || called {
+		t.Errorf("Do with a resource of %d bytes: %v, write called %v; want ErrResourceLength, not called", len(longest)+1, err, called)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := tokens.Admit(ctx, tx, longest+"x", 4); !errors.Is(err, fencesql.ErrResourceLength) {
+		t.Errorf("Admit with a resource of %d bytes: %v, want ErrResourceLength", len(longest)+1, err)
+	}
+}
+
+// TestMySQLAdmitAfterSnapshot: a REPEATABLE READ transaction (InnoDB's
+// default) that read the tokens before a higher token was admitted still
+// sees that token when it admits its own, and is refused: the check reads
+// the newest row, not the transaction's snapshot. The same for a Table.
+func TestMySQLAdmitAfterSnapshot(t *testing.T) {
+	for _, params := range []string{"", "clientFoundRows=true"} {
+		t.Run("params="+params, func(t *testing.T) {
+			b := backend{fencesql.MySQL, openMySQL(t, params)}
+			ctx := context.Background()
+			tokens, _ := fencesql.NewTokens(fencesql.MySQL, "fence_tokens")
+			if err := tokens.CreateTable(ctx, b.db); err != nil {
+				t.Fatal(err)
+			}
+			b.exec(t, `CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT)`)
+			docs, _ := fencesql.NewTable(fencesql.MySQL, "docs", "id", "token", "body")
+			nop := func(*sql.Tx) error { return nil }
+			if err := tokens.Do(ctx, b.db, "r", 5, nop); err != nil {
+				t.Fatal(err)
+			}
+			if err := docs.Write(ctx, b.db, "d", 5, "five"); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := b.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			var seen int64
+			var body string
+			if err := tx.QueryRow(`SELECT token FROM fence_tokens WHERE resource = 'r'`).Scan(&seen); err != nil || seen != 5 {
+				t.Fatalf("snapshot read: %d, %v", seen, err)
+			}
+			if err := tx.QueryRow(`SELECT body FROM docs WHERE id = 'd'`).Scan(&body); err != nil || body != "five" {
+				t.Fatalf("snapshot read: %q, %v", body, err)
+			}
+			if err := tokens.Do(ctx, b.db, "r", 9, nop); err != nil {
+				t.Fatal(err)
+			}
+			if err := docs.Write(ctx, b.db, "d", 9, "nine"); err != nil {
+				t.Fatal(err)
+			}
+			fencetest.WantStale(t, tokens.Admit(ctx, tx, "r", 7), "r", 7, 9)
+			fencetest.WantStale(t, docs.Write(ctx, tx, "d", 7, "seven"), "d", 7, 9)
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.db.QueryRow(`SELECT body FROM docs WHERE id = 'd'`).Scan(&body); err != nil || body != "nine" {
+				t.Errorf("body = %q, %v; want nine", body, err)
+			}
+		})
+	}
+}
+
+// TestMySQLWriteOnConn: Write on a *sql.Conn outside a transaction runs in
+// that session (it is not a pool, so Write begins no transaction of its
+// own, which in MySQL would commit one the caller began with BEGIN).
+func TestMySQLWriteOnConn(t *testing.T) {
+	b := backend{fencesql.MySQL, openMySQL(t, "")}
+	ctx := context.Background()
+	b.exec(t, `CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT)`,
+		`CREATE TABLE notes (note TEXT)`)
+	docs, _ := fencesql.NewTable(fencesql.MySQL, "docs", "id", "token", "body")
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := docs.Write(ctx, conn, "a", 4, "four"); err != nil {
+		t.Fatal(err)
+	}
+	fencetest.WantStale(t, docs.Write(ctx, conn, "a", 3, "three"), "a", 3, 4)
+	// A transaction begun with SQL on the connection stays the caller's.
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `INSERT INTO notes VALUES ('in the transaction')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := docs.Write(ctx, conn, "a", 5, "five"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	var notes int
+	if err := b.db.QueryRow(`SELECT body FROM docs WHERE id = 'a'`).Scan(&body); err != nil || body != "four" {
+		t.Errorf("body = %q, %v; want four (the write with 5 rolled back)", body, err)
+	}
+	if err := b.db.QueryRow(`SELECT count(*) FROM notes`).Scan(&notes); err != nil || notes != 0 {
+		t.Errorf("%d notes, %v; want 0 (rolled back)", notes, err)
+	}
+}
