@@ -171,6 +171,7 @@ func TestTableWriteInTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer tx.Rollback() // after Commit, a no-op; after a failure, frees the locks
 		fencetest.WantStale(t, docs.Write(ctx, tx, "a", 6, "six"), "a", 6, 7)
 		if _, err := tx.Exec(`INSERT INTO notes (note) VALUES ('refused 6')`); err != nil {
 			t.Fatalf("transaction unusable after a refused write: %v", err)
@@ -358,6 +359,7 @@ func TestEqualTokenIdenticalValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer tx.Rollback() // after Commit, a no-op; after a failure, frees the locks
 		if err := docs.Write(ctx, tx, "a", 5, "same"); err != nil {
 			t.Fatalf("token 5 again, in a transaction: %v", err)
 		}
@@ -435,6 +437,7 @@ func TestStaleDoRolledBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer tx.Rollback() // after Commit, a no-op; after a failure, frees the locks
 		if err := note(tx, "seven"); err != nil {
 			t.Fatal(err)
 		}
