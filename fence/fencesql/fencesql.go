@@ -142,11 +142,13 @@ func upsert(d Dialect, table, key, token string, cols []string) string {
 // WHERE, so each column is set to IF(stored token <= new token, new value,
 // stored value): a refused write sets the row to what it holds.
 //
-// The token column is assigned last. MySQL evaluates the assignments left to
-// right, each seeing the columns assigned before it, so assigning the token
-// first would make every later IF compare the new token with itself; last,
-// every IF sees the stored token. (MariaDB's SIMULTANEOUS_ASSIGNMENT mode,
-// where all see the stored row, gives the same result.)
+// The token column is assigned last. MySQL evaluates the assignments left
+// to right, each seeing the columns assigned before it, so last, every IF
+// compares the stored token with the new one. (First would happen to decide
+// the same: an admitted token then compares with itself and passes, a
+// refused one leaves the stored token; but a later change to the condition,
+// say to <, would break.) MariaDB's SIMULTANEOUS_ASSIGNMENT mode, in which
+// all see the stored row, gives the same result.
 //
 // VALUES(col), the value the INSERT would have written, is deprecated since
 // MySQL 8.0.20 in favour of a row alias (INSERT … AS new … new.col), which
@@ -299,8 +301,11 @@ func NewTable(d Dialect, name, keyColumn, tokenColumn string, columns ...string)
 //
 // db may be a transaction: the write is then part of it (and a refusal
 // leaves it usable). Otherwise Write is one statement with PostgreSQL and
-// SQLite; with MySQL it is a transaction of its own (the upsert and a read
-// of the stored token, see the package doc).
+// SQLite; with MySQL, on a *sql.DB, it is a transaction of its own (the
+// upsert and a read of the stored token, see the package doc), and on a
+// *sql.Conn it runs in the connection's session as it is: give it a
+// transaction, or a write overtaken by a higher token between the two
+// statements may be reported refused although it landed first.
 func (t *Table) Write(ctx context.Context, db Execer, key any, token uint64, values ...any) error {
 	if len(values) != t.numColumns {
 		return fmt.Errorf("%w: %d values for %d columns of %s", ErrDefinition, len(values), t.numColumns, t.name)
