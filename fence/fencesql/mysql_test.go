@@ -1,6 +1,7 @@
 package fencesql_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -132,7 +133,6 @@ func startMySQL() (*mysqlServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &mysqlServer{dir: dir, logPath: filepath.Join(dir, "error.log"), exited: make(chan struct{})}
 	data := filepath.Join(dir, "data")
 	// The server refuses to run as root unless told to; the files are then
 	// root's, like the temporary directory.
@@ -149,15 +149,35 @@ func startMySQL() (*mysqlServer, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s: %v\n%s", installDB, err, out)
 	}
+	// The free port is found by listening on port 0 and closing: another
+	// process may take it before the server binds it, which the server
+	// reports in its log as it exits; then try another.
+	for attempt := 1; ; attempt++ {
+		s, err := launchMySQL(mysqld, dir, append([]string{"--datadir=" + data}, asUser...))
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			if err != nil {
+				os.RemoveAll(dir)
+			}
+			return s, err
+		}
+	}
+}
+
+// errPortTaken means the server could not bind its port.
+var errPortTaken = errors.New("port taken")
+
+// launchMySQL starts the server on the initialised data directory in dir,
+// with extra arguments args, and waits until it answers.
+func launchMySQL(mysqld, dir string, args []string) (*mysqlServer, error) {
+	s := &mysqlServer{dir: dir, logPath: filepath.Join(dir, "error.log"), exited: make(chan struct{})}
+	os.Remove(s.logPath) // a failed attempt's
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	_, s.port, _ = net.SplitHostPort(ln.Addr().String())
 	ln.Close()
-	args := append([]string{"--no-defaults", // no /etc/mysql: its socket, port and log
-		"--datadir=" + data,
+	args = append([]string{"--no-defaults", // no /etc/mysql: its socket, port and log
 		"--socket=" + filepath.Join(dir, "mysqld.sock"),
 		"--pid-file=" + filepath.Join(dir, "mysqld.pid"),
 		"--log-error=" + s.logPath,
@@ -170,17 +190,16 @@ func startMySQL() (*mysqlServer, error) {
 		// A test that fails holding a transaction open must not leave
 		// its DROP DATABASE waiting for the table locks for a year.
 		"--lock-wait-timeout=30",
-	}, asUser...)
+	}, args...)
 	s.cmd = exec.Command(mysqld, args...)
 	s.cmd.Dir = dir
 	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 	if s.admin, err = sql.Open("mysql", s.dsn("", "")); err != nil {
-		s.stop()
+		s.kill()
 		return nil, err
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -200,10 +219,22 @@ func startMySQL() (*mysqlServer, error) {
 			}
 			err = fmt.Errorf("mariadbd not answering on 127.0.0.1:%s after a minute: %w", s.port, err)
 		}
+		s.kill()
 		log, _ := os.ReadFile(s.logPath)
-		s.stop()
+		if bytes.Contains(log, []byte("Address already in use")) {
+			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		}
 		return nil, fmt.Errorf("%w\nserver log:\n%s", err, log)
 	}
+}
+
+// kill stops a server that failed to start, leaving its directory.
+func (s *mysqlServer) kill() {
+	if s.admin != nil {
+		s.admin.Close()
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 // stop shuts the server down (SIGTERM, a clean shutdown; SIGKILL if it
