@@ -14,5 +14,11 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
+	if err := stopMySQL(); err != nil {
+		fmt.Fprintln(os.Stderr, "fencesql tests: stopping MariaDB:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
