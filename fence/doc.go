@@ -25,7 +25,7 @@
 //     that sets the header on a client's requests;
 //   - fence/fencesql: database/sql, a row write conditional on the row's
 //     token column in one statement, or any writes in a transaction admitted
-//     through a table of tokens (PostgreSQL and SQLite);
+//     through a table of tokens (PostgreSQL, SQLite, MySQL and MariaDB);
 //   - fence/fenceredis: Redis as the protected storage, fenced SET, HSET and
 //     DEL, each one Lua script;
 //   - fence/fenceetcd: etcd as the protected storage, a fenced put, delete
