@@ -114,10 +114,10 @@ export declare function parseReply(reply: string): { code: string; text: string 
 export declare function parseNotLeader(text: string): { id: string; addr: string } | undefined;
 export declare function parseInvalidArgument(text: string): { argument: string; reason: string } | undefined;
 
-/** A Redis client tokenFor can ask: ioredis (call) or node-redis (sendCommand). */
-export type CommandClient =
-  | { call(command: string, ...args: string[]): Promise<unknown> }
-  | { sendCommand(args: string[]): Promise<unknown> };
+/** The part of an ioredis client tokenFor uses. */
+export interface CommandClient {
+  call(command: string, ...args: (string | Buffer | number)[]): Promise<unknown>;
+}
 
 /** The fencing token of value's grant of key, through the caller's Redis
  * client connected to fencer. Throws LeaseLostError if value does not hold key. */

@@ -209,6 +209,5 @@ export function classify(err, sent) {
 
 /** isReplyError tells an error reply (ioredis's ReplyError) from a failure. */
 function isReplyError(err) {
-  // ioredis's ReplyError, node-redis's ErrorReply.
-  return err && typeof err === 'object' && (err.name === 'ReplyError' || err.name === 'ErrorReply');
+  return err && typeof err === 'object' && err.name === 'ReplyError';
 }

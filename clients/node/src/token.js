@@ -5,8 +5,8 @@ import { LeaseLostError, classify } from './errors.js';
 
 /**
  * tokenFor returns the fencing token of value's current grant of key, as
- * a bigint, asking fencer through the caller's own Redis client (ioredis,
- * or node-redis with sendCommand). It throws a LeaseLostError if value does
+ * a bigint, asking fencer through the caller's own ioredis client (the one
+ * node-redlock was given). It throws a LeaseLostError if value does
  * not hold key (the lock expired or was never taken), and the client's
  * error classes for error replies (NoLeaderError, UncertainError, ...).
  *
@@ -21,9 +21,8 @@ import { LeaseLostError, classify } from './errors.js';
 export async function tokenFor(redis, key, value) {
   let v;
   try {
-    if (typeof redis.call === 'function') v = await redis.call('FENCE.TOKEN', key, value);
-    else if (typeof redis.sendCommand === 'function') v = await redis.sendCommand(['FENCE.TOKEN', key, value]);
-    else throw new TypeError('tokenFor: want an ioredis client (call) or a node-redis client (sendCommand)');
+    if (typeof redis?.call !== 'function') throw new TypeError('tokenFor: want an ioredis client');
+    v = await redis.call('FENCE.TOKEN', key, value);
   } catch (e) {
     if (e instanceof TypeError) throw e;
     throw classify(e, true).error;

@@ -102,9 +102,14 @@ export class Proc {
 }
 
 /** call sends one command on a connection of its own (integers as strings). */
-export async function call(addr, ...args) {
+export function call(addr, ...args) {
+  return callWith({}, addr, ...args);
+}
+
+/** callWith is call with ioredis options (password, tls). */
+export async function callWith(opts, addr, ...args) {
   const [host, port] = addr.split(':');
-  const r = new Redis({ host, port: Number(port), lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, enableReadyCheck: false, stringNumbers: true, connectTimeout: 2000 });
+  const r = new Redis({ host, port: Number(port), lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, enableReadyCheck: false, stringNumbers: true, connectTimeout: 2000, ...opts });
   r.on('error', () => {});
   let timer;
   try {
@@ -167,15 +172,17 @@ export class Fencerd {
   kill9() { return this.proc.kill9(); }
 }
 
-/** startFencerd starts a one-node cluster and waits until it has a leader. */
+/** startFencerd starts a one-node cluster and waits until it has a leader.
+ * opts.connect holds the ioredis options (password, tls) to ask it with. */
 export async function startFencerd(t, extra = [], opts = {}) {
   const dir = tempDir(t, 'fencer-node-fencerd-');
   const [port, raftPort, httpPort] = await freePorts(3);
   const d = new Fencerd(dir, port, raftPort, httpPort, extra);
   d.start();
   t.after(() => d.stop());
-  await d.waitReady(opts.ping);
-  if (!opts.ping) await eventually(30000, async () => (await call(d.addr, 'FENCE.LEADER')) !== null, 'a leader');
+  const c = opts.connect ?? {};
+  await d.waitReady(() => callWith(c, d.addr, 'PING'));
+  await eventually(30000, async () => (await callWith(c, d.addr, 'FENCE.LEADER')) !== null, 'a leader');
   return d;
 }
 
