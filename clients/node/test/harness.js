@@ -89,9 +89,7 @@ export class Proc {
     this.signal('SIGCONT');
     this.signal('SIGTERM');
     const t = setTimeout(() => this.signal('SIGKILL'), 5000);
-    const t0 = Date.now();
     await this.exited;
-    if (process.env.HDEBUG) console.error('stop took', Date.now() - t0, this.logPath);
     clearTimeout(t);
   }
 

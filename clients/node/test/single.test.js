@@ -18,11 +18,7 @@ after(scope.cleanup);
 /** client makes a Client closed when the test ends. */
 function client(t, addrs, opts) {
   const c = new Client(addrs, opts);
-  t.after(async () => {
-    const t0 = Date.now();
-    await c.close();
-    if (process.env.HDEBUG) console.error('close took', Date.now() - t0, t.name);
-  });
+  t.after(() => c.close());
   return c;
 }
 
