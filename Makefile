@@ -33,7 +33,7 @@ check:
 test: lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
-	$(MAKE) test-fenceetcd test-python
+	$(MAKE) test-fenceetcd test-clients
 
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:
