@@ -163,12 +163,11 @@ class Node:
 def call(conn: redis.Connection, timeout: float, *args):
     """Send args on conn and read the reply, which must start within timeout.
 
-    Connecting is bounded by timeout too (and by the request timeout).
-    A failure once sending began is raised as Sent.
+    Connecting, TLS and AUTH included, is bounded by timeout too (and by
+    the request timeout). A failure once sending began is raised as Sent.
     """
     if conn._sock is None:
-        conn.socket_connect_timeout = min(timeout, conn.socket_timeout)
-        conn.connect()
+        connect(conn, timeout)
     try:
         conn.send_command(*args)
         if not conn.can_read(timeout=timeout):
@@ -178,6 +177,30 @@ def call(conn: redis.Connection, timeout: float, *args):
         if getattr(e, "fencer_reply", None) is not None:
             raise  # an error reply that redis-py files under ConnectionError (NOAUTH)
         raise Sent(str(e)) from e
+
+
+def connect(conn: redis.Connection, timeout: float) -> None:
+    """Connect conn, with the TCP connect, the TLS handshake and the AUTH
+    reply each bounded by timeout (at most the request timeout).
+
+    redis-py reads AUTH's reply with the connection's socket_timeout, so it
+    is lowered for the connect and put back after, on the socket and on
+    the parser's buffer, which keeps its own copy.
+    """
+    base = conn.socket_timeout
+    t = min(timeout, base)
+    conn.socket_connect_timeout = t
+    conn.socket_timeout = t
+    try:
+        conn.connect()
+    finally:
+        conn.socket_timeout = base
+        sock = conn._sock
+        if sock is not None:
+            sock.settimeout(base)
+            buf = getattr(conn._parser, "_buffer", None)
+            if buf is not None:
+                buf.socket_timeout = base
 
 
 def classify(err: BaseException, addr: str) -> Failure:

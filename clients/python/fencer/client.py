@@ -212,21 +212,25 @@ class Client:
 
     # ---- choosing a node
 
-    def _pick(self) -> Node:
+    def _pick(self, timeout: Optional[float] = None) -> Node:
         """Return the node to send the next request to.
 
         After a failure (and at first use) it asks that node who leads, and
         moves to the leader if the leader is one of the client's addresses,
         saving the forwarding hop. A failed probe changes nothing: the
-        request itself meets the failure.
+        request itself meets the failure. The probe takes no longer than
+        timeout (the attempt's), so that a renewal's probe stays within the
+        validity left.
         """
+        if timeout is None:
+            timeout = self.request_timeout
         with self._mu:
             n, probe = self._nodes[self._cur], self._probe
             self._probe = False
         if not probe:
             return n
         try:
-            v = n.call(min(LEADER_PROBE_TIMEOUT, self.request_timeout), "FENCE.LEADER")
+            v = n.call(min(LEADER_PROBE_TIMEOUT, self.request_timeout, timeout), "FENCE.LEADER")
         except Exception:
             return n
         if isinstance(v, list) and len(v) == 2:
@@ -295,7 +299,11 @@ class Client:
             timeout = attempt_timeout() if attempt_timeout is not None else self.request_timeout
             if timeout <= 0:
                 raise self._unavailable(args, last, uncertain)
-            n = self._pick()
+            n = self._pick(timeout)
+            if attempt_timeout is not None:
+                timeout = attempt_timeout()  # less what the probe took
+                if timeout <= 0:
+                    raise self._unavailable(args, last, uncertain)
             sent = now()
             try:
                 return n.call(timeout, *args), sent
