@@ -231,6 +231,9 @@ class Lock:
             if self._gen == gen and self._state == _HELD and sent > self._sent:
                 self._sent, self._until = sent, sent + self.ttl - self._drift
                 self._cond.notify_all()
+        # A reply of 1 that came back after the lease was declared lost (its
+        # validity ran out, the client closed) does not undo the loss.
+        self._alive(gen)()
 
     # ---- loss
 

@@ -59,3 +59,40 @@ def test_extend_bounded_by_the_validity(node_factory, client_factory, silent_add
     finally:
         n.signal(signal.SIGCONT)
     assert at <= lk.valid_until + 0.5, f"extend() returned {at - lk.valid_until:.3f}s after the validity ended"
+
+
+def test_extend_does_not_succeed_after_the_loss(node_factory, fencerd_bin, name):
+    """A renewal whose reply (1) comes back after the lease was declared
+    lost raises the loss's reason: here the client is closed while the
+    node, stopped, holds the reply back."""
+    n = node_factory()
+    c = fencer.Client([n.addr])
+    try:
+        lk = c.lock(name, ttl=5, auto_renew=False).acquire(wait=0)
+        n.signal(signal.SIGSTOP)
+        out = {}
+
+        def extend():
+            try:
+                lk.extend()
+                out["ok"] = True
+            except BaseException as e:  # noqa: BLE001 - checked below
+                out["error"] = e
+
+        t = threading.Thread(target=extend)
+        try:
+            t.start()
+            time.sleep(0.3)  # the EXTEND is sent; its reply is held back
+            c.close()
+            assert lk.lost.is_set()
+        finally:
+            n.signal(signal.SIGCONT)
+        t.join(10)
+        assert not t.is_alive()
+        assert "ok" not in out, "extend() reported a renewal of a lease declared lost"
+        assert isinstance(out["error"], fencer.ClosedError)
+        # The server did extend it (the reply was 1), which is why only the
+        # client's declaration can say lost here.
+        assert n.raw().execute_command("FENCE.STATUS", name)[0].decode() == lk.owner
+    finally:
+        c.close()
