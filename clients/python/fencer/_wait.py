@@ -10,6 +10,7 @@ connections, a grant never arrives with its validity spent, and giving up
 from __future__ import annotations
 
 import queue
+import socket
 import threading
 from typing import Optional
 
@@ -31,25 +32,40 @@ def round_length(ttl: float) -> float:
 
 
 class _Round:
-    """One FENCE.ACQUIRE ... WAIT on a connection of its own."""
+    """One FENCE.ACQUIRE ... WAIT on a connection of its own.
+
+    The round's thread alone uses the connection (redis-py's Connection is
+    not thread-safe, and disconnects itself on errors). cancel() only shuts
+    the socket down, which ends the wait on both sides; the thread then
+    closes it, under _mu, so that the two never meet.
+    """
 
     def __init__(self, rid: int, node, results: "queue.Queue"):
         self.id = rid
         self.node = node
         self.results = results
         self.conn = node.new_connection()
-        self._mu = threading.Lock()  # guards cancelled against the connect
+        self._mu = threading.Lock()  # guards cancelled, done and the socket's shutdown
         self.cancelled = False
+        self._done = False  # the thread closed the connection: nothing to shut down
         # Set by run: the outcome.
         self.grant: Optional[Grant] = None
         self.early = False
         self.error: Optional[BaseException] = None
 
     def cancel(self) -> None:
-        """Close the round's connection, which takes it out of the queue."""
+        """Take the round out of the queue (or keep it from joining it) by
+        shutting its connection down."""
         with self._mu:
             self.cancelled = True
-        self.conn.disconnect()
+            if self._done:
+                return
+            sock = self.conn._sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # not connected (any more)
 
     def run(self, client, name: str, owner: str, ttl: float, wait: float) -> None:
         began = now()
@@ -65,7 +81,9 @@ class _Round:
         except BaseException as e:  # noqa: BLE001 - reported to the waiter
             self.error = e
         finally:
-            self.conn.disconnect()
+            with self._mu:
+                self._done = True
+                self.conn.disconnect()
         if not self.cancelled:
             self.results.put(self)
 
@@ -100,9 +118,11 @@ def wait_acquire(client, name: str, owner: str, ttl: float, deadline: Optional[f
         return True
 
     def give_up(err: Optional[BaseException]):
-        for r in rounds:
-            r.cancel()
-        client._release_later(name, owner)
+        try:
+            for r in rounds:
+                r.cancel()
+        finally:
+            client._release_later(name, owner)
         if err is not None:
             raise err
         return None
