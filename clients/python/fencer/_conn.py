@@ -168,8 +168,27 @@ def call(conn: redis.Connection, timeout: float, *args):
     """
     if conn._sock is None:
         connect(conn, timeout)
+    send(conn, *args)
+    return receive(conn, timeout)
+
+
+def send(conn: redis.Connection, *args) -> None:
+    """Send args on conn, which must be connected (redis-py would connect
+    it again otherwise). A failure is raised as Sent."""
+    if conn._sock is None:
+        raise Sent("the connection is closed")
     try:
         conn.send_command(*args)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+        raise Sent(str(e)) from e
+
+
+def receive(conn: redis.Connection, timeout: float):
+    """Read the reply to what was sent on conn; it must start within
+    timeout. A network failure is raised as Sent."""
+    try:
+        if conn._sock is None:
+            raise redis.exceptions.ConnectionError("the connection is closed")
         if not conn.can_read(timeout=timeout):
             raise redis.exceptions.TimeoutError(f"no reply within {timeout:.3f}s")
         return conn.read_response()

@@ -14,7 +14,7 @@ import socket
 import threading
 from typing import Optional
 
-from ._conn import call, classify
+from ._conn import classify, receive, send
 from .client import MAX_BACKOFF, MIN_BACKOFF, Grant, jitter, millis, now, parse_grant
 from .errors import ClosedError, LockedError
 
@@ -23,6 +23,10 @@ from .errors import ClosedError, LockedError
 MAX_ROUND = 30.0
 # The shortest wait the client falls back to when the server refuses longer ones.
 MIN_ROUND = 0.1
+
+# Test hook: called by a round's thread after it connected, before it sends
+# (tests/test_wait_give_up.py delays it there to cancel the round meanwhile).
+_before_send = None
 
 
 def round_length(ttl: float) -> float:
@@ -37,7 +41,8 @@ class _Round:
     The round's thread alone uses the connection (redis-py's Connection is
     not thread-safe, and disconnects itself on errors). cancel() only shuts
     the socket down, which ends the wait on both sides; the thread then
-    closes it, under _mu, so that the two never meet.
+    closes it. _mu orders cancel() against the send: a round cancelled
+    before it sent never sends, and one that sent is shut down.
     """
 
     def __init__(self, rid: int, node, results: "queue.Queue"):
@@ -71,11 +76,14 @@ class _Round:
         began = now()
         try:
             self.conn.connect()
+            if _before_send is not None:
+                _before_send()
             with self._mu:
                 if self.cancelled:
                     return
-            sent = now()
-            v = call(self.conn, wait + client.request_timeout, "FENCE.ACQUIRE", name, owner, millis(ttl), "WAIT", millis(wait))
+                sent = now()
+                send(self.conn, "FENCE.ACQUIRE", name, owner, millis(ttl), "WAIT", millis(wait))
+            v = receive(self.conn, wait + client.request_timeout)
             self.grant = parse_grant(v, ttl, sent)
             self.early = self.grant is None and now() - began < wait - wait / 10
         except BaseException as e:  # noqa: BLE001 - reported to the waiter

@@ -11,6 +11,7 @@ import time
 import pytest
 
 import fencer
+import fencer._wait as fwait
 from conftest import wait_for
 from test_lock import status, waiters
 
@@ -36,3 +37,20 @@ def test_many_deadline_give_ups_raise_locked_error_only(node_factory, client_fac
     holder.release()
     time.sleep(0.3)
     assert status(n, name) is None, "a waiter that gave up was granted the lock"
+
+
+def test_cancelled_round_never_queues(node_factory, client_factory, monkeypatch, name):
+    """A round cancelled between its connect and its send does not send.
+    Its thread being descheduled there has no trigger a test can use, so a
+    test hook delays it: the acquire gives up meanwhile, the holder then
+    releases, and the lock must stay free."""
+    n = node_factory()
+    holder = client_factory([n.addr]).lock(name, ttl=5, auto_renew=False).acquire()
+    monkeypatch.setattr(fwait, "_before_send", lambda: time.sleep(0.4))
+    c = client_factory([n.addr])
+    with pytest.raises(fencer.LockedError):
+        c.lock(name, ttl=5).acquire(wait=0.1)
+    holder.release()
+    time.sleep(0.6)  # the delayed round would have queued and been granted by now
+    assert status(n, name) is None, "a round of the acquire that gave up was granted the lock"
+    assert waiters(n) == 0
