@@ -125,7 +125,11 @@ def wait_acquire(client, name: str, owner: str, ttl: float, deadline: Optional[f
         ).start()
         return True
 
+    given_up = False
+
     def give_up(err: Optional[BaseException]):
+        nonlocal given_up
+        given_up = True
         try:
             for r in rounds:
                 r.cancel()
@@ -213,6 +217,12 @@ def wait_acquire(client, name: str, owner: str, ttl: float, deadline: Optional[f
                 continue
             start()
             next_at = now() + rlen / 2
+    except BaseException:
+        # Anything else that stops the wait (KeyboardInterrupt, an exception
+        # from a signal handler, a bug): leave the queue all the same.
+        if not given_up:
+            give_up(None)
+        raise
     finally:
         with client._bg_mu:
             client._waits.discard(results)

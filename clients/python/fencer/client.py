@@ -385,33 +385,44 @@ class Client:
         if ttl < 0.001 or ttl <= drift:
             raise InvalidArgumentError(f"ttl {ttl}s is too short", argument="ttl")
         deadline = None if wait is None else now() + max(wait, 0)
+        # Whether a failure from here leaves something to release: an
+        # acquire that may have been granted, or queued. Any exception
+        # counts, KeyboardInterrupt and one from a signal handler included.
+        release = True
         try:
-            v, sent = self._exchange(["FENCE.ACQUIRE", name, owner, millis(ttl)])
-        except (InvalidArgumentError, ClosedError, AuthError, NoPermError, TLSError):
-            raise
-        except FencerError:
-            self._release_later(name, owner)
-            raise
-        g = parse_grant(v, ttl, sent)
-        if g is None and (wait is None or wait > 0):
-            from ._wait import wait_acquire
+            try:
+                v, sent = self._exchange(["FENCE.ACQUIRE", name, owner, millis(ttl)])
+            except (InvalidArgumentError, ClosedError, AuthError, NoPermError, TLSError):
+                release = False  # refused before it took effect, or nothing can be sent
+                raise
+            g = parse_grant(v, ttl, sent)
+            if g is None and (wait is None or wait > 0):
+                from ._wait import wait_acquire
 
-            g = wait_acquire(self, name, owner, ttl, deadline)
-        if g is None:
-            raise LockedError(f"lock {name!r} is held by another owner")
-        if g.sent + g.ttl - drift > now():
-            return g
-        # The grant took longer than its validity to arrive: renew it,
-        # which counts from now, or give it up.
-        try:
-            v, sent = self._exchange(["FENCE.EXTEND", name, owner, millis(ttl)])
-        except FencerError:
-            v, sent = None, 0.0
-        if v == 1 and sent + g.ttl - drift > now():
-            g.sent = sent
-            return g
-        self._release_later(name, owner)
-        raise LeaseLostError(f"lock {name!r}: the grant arrived after its validity ended")
+                release = False  # wait_acquire releases when it fails or gives up
+                g = wait_acquire(self, name, owner, ttl, deadline)
+                release = True
+            if g is None:
+                release = False  # not granted, and not queued any more
+                raise LockedError(f"lock {name!r} is held by another owner")
+            if g.sent + g.ttl - drift > now():
+                release = False
+                return g
+            # The grant took longer than its validity to arrive: renew it,
+            # which counts from now, or give it up.
+            try:
+                v, sent = self._exchange(["FENCE.EXTEND", name, owner, millis(ttl)])
+            except FencerError:
+                v, sent = None, 0.0
+            if v == 1 and sent + g.ttl - drift > now():
+                g.sent = sent
+                release = False
+                return g
+            raise LeaseLostError(f"lock {name!r}: the grant arrived after its validity ended")
+        except BaseException:
+            if release:
+                self._release_later(name, owner)
+            raise
 
     def _release(self, name: str, owner: str) -> bool:
         """Free name if owner holds it; False if the server says owner
