@@ -163,14 +163,32 @@ class Node:
 def call(conn: redis.Connection, timeout: float, *args):
     """Send args on conn and read the reply, which must start within timeout.
 
-    Connecting is bounded by timeout too (and by the request timeout).
-    A failure once sending began is raised as Sent.
+    Connecting, TLS and AUTH included, is bounded by timeout too (and by
+    the request timeout). A failure once sending began is raised as Sent.
     """
     if conn._sock is None:
-        conn.socket_connect_timeout = min(timeout, conn.socket_timeout)
-        conn.connect()
+        connect(conn, timeout)
+    send(conn, *args)
+    return receive(conn, timeout)
+
+
+def send(conn: redis.Connection, *args) -> None:
+    """Send args on conn, which must be connected (redis-py would connect
+    it again otherwise). A failure is raised as Sent."""
+    if conn._sock is None:
+        raise Sent("the connection is closed")
     try:
         conn.send_command(*args)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+        raise Sent(str(e)) from e
+
+
+def receive(conn: redis.Connection, timeout: float):
+    """Read the reply to what was sent on conn; it must start within
+    timeout. A network failure is raised as Sent."""
+    try:
+        if conn._sock is None:
+            raise redis.exceptions.ConnectionError("the connection is closed")
         if not conn.can_read(timeout=timeout):
             raise redis.exceptions.TimeoutError(f"no reply within {timeout:.3f}s")
         return conn.read_response()
@@ -178,6 +196,30 @@ def call(conn: redis.Connection, timeout: float, *args):
         if getattr(e, "fencer_reply", None) is not None:
             raise  # an error reply that redis-py files under ConnectionError (NOAUTH)
         raise Sent(str(e)) from e
+
+
+def connect(conn: redis.Connection, timeout: float) -> None:
+    """Connect conn, with the TCP connect, the TLS handshake and the AUTH
+    reply each bounded by timeout (at most the request timeout).
+
+    redis-py reads AUTH's reply with the connection's socket_timeout, so it
+    is lowered for the connect and put back after, on the socket and on
+    the parser's buffer, which keeps its own copy.
+    """
+    base = conn.socket_timeout
+    t = min(timeout, base)
+    conn.socket_connect_timeout = t
+    conn.socket_timeout = t
+    try:
+        conn.connect()
+    finally:
+        conn.socket_timeout = base
+        sock = conn._sock
+        if sock is not None:
+            sock.settimeout(base)
+            buf = getattr(conn._parser, "_buffer", None)
+            if buf is not None:
+                buf.socket_timeout = base
 
 
 def classify(err: BaseException, addr: str) -> Failure:

@@ -10,10 +10,11 @@ connections, a grant never arrives with its validity spent, and giving up
 from __future__ import annotations
 
 import queue
+import socket
 import threading
 from typing import Optional
 
-from ._conn import call, classify
+from ._conn import classify, receive, send
 from .client import MAX_BACKOFF, MIN_BACKOFF, Grant, jitter, millis, now, parse_grant
 from .errors import ClosedError, LockedError
 
@@ -23,6 +24,10 @@ MAX_ROUND = 30.0
 # The shortest wait the client falls back to when the server refuses longer ones.
 MIN_ROUND = 0.1
 
+# Test hook: called by a round's thread after it connected, before it sends
+# (tests/test_wait_give_up.py delays it there to cancel the round meanwhile).
+_before_send = None
+
 
 def round_length(ttl: float) -> float:
     """Half the TTL: a grant arriving at the very end of a wait still has
@@ -31,41 +36,62 @@ def round_length(ttl: float) -> float:
 
 
 class _Round:
-    """One FENCE.ACQUIRE ... WAIT on a connection of its own."""
+    """One FENCE.ACQUIRE ... WAIT on a connection of its own.
+
+    The round's thread alone uses the connection (redis-py's Connection is
+    not thread-safe, and disconnects itself on errors). cancel() only shuts
+    the socket down, which ends the wait on both sides; the thread then
+    closes it. _mu orders cancel() against the send: a round cancelled
+    before it sent never sends, and one that sent is shut down.
+    """
 
     def __init__(self, rid: int, node, results: "queue.Queue"):
         self.id = rid
         self.node = node
         self.results = results
         self.conn = node.new_connection()
-        self._mu = threading.Lock()  # guards cancelled against the connect
+        self._mu = threading.Lock()  # guards cancelled, done and the socket's shutdown
         self.cancelled = False
+        self._done = False  # the thread closed the connection: nothing to shut down
         # Set by run: the outcome.
         self.grant: Optional[Grant] = None
         self.early = False
         self.error: Optional[BaseException] = None
 
     def cancel(self) -> None:
-        """Close the round's connection, which takes it out of the queue."""
+        """Take the round out of the queue (or keep it from joining it) by
+        shutting its connection down."""
         with self._mu:
             self.cancelled = True
-        self.conn.disconnect()
+            if self._done:
+                return
+            sock = self.conn._sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # not connected (any more)
 
     def run(self, client, name: str, owner: str, ttl: float, wait: float) -> None:
         began = now()
         try:
             self.conn.connect()
+            if _before_send is not None:
+                _before_send()
             with self._mu:
                 if self.cancelled:
                     return
-            sent = now()
-            v = call(self.conn, wait + client.request_timeout, "FENCE.ACQUIRE", name, owner, millis(ttl), "WAIT", millis(wait))
+                sent = now()
+                send(self.conn, "FENCE.ACQUIRE", name, owner, millis(ttl), "WAIT", millis(wait))
+            v = receive(self.conn, wait + client.request_timeout)
             self.grant = parse_grant(v, ttl, sent)
             self.early = self.grant is None and now() - began < wait - wait / 10
         except BaseException as e:  # noqa: BLE001 - reported to the waiter
             self.error = e
         finally:
-            self.conn.disconnect()
+            with self._mu:
+                self._done = True
+                self.conn.disconnect()
         if not self.cancelled:
             self.results.put(self)
 
@@ -99,10 +125,16 @@ def wait_acquire(client, name: str, owner: str, ttl: float, deadline: Optional[f
         ).start()
         return True
 
+    given_up = False
+
     def give_up(err: Optional[BaseException]):
-        for r in rounds:
-            r.cancel()
-        client._release_later(name, owner)
+        nonlocal given_up
+        given_up = True
+        try:
+            for r in rounds:
+                r.cancel()
+        finally:
+            client._release_later(name, owner)
         if err is not None:
             raise err
         return None
@@ -185,6 +217,12 @@ def wait_acquire(client, name: str, owner: str, ttl: float, deadline: Optional[f
                 continue
             start()
             next_at = now() + rlen / 2
+    except BaseException:
+        # Anything else that stops the wait (KeyboardInterrupt, an exception
+        # from a signal handler, a bug): leave the queue all the same.
+        if not given_up:
+            give_up(None)
+        raise
     finally:
         with client._bg_mu:
             client._waits.discard(results)

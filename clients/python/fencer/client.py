@@ -212,21 +212,25 @@ class Client:
 
     # ---- choosing a node
 
-    def _pick(self) -> Node:
+    def _pick(self, timeout: Optional[float] = None) -> Node:
         """Return the node to send the next request to.
 
         After a failure (and at first use) it asks that node who leads, and
         moves to the leader if the leader is one of the client's addresses,
         saving the forwarding hop. A failed probe changes nothing: the
-        request itself meets the failure.
+        request itself meets the failure. The probe takes no longer than
+        timeout (the attempt's), so that a renewal's probe stays within the
+        validity left.
         """
+        if timeout is None:
+            timeout = self.request_timeout
         with self._mu:
             n, probe = self._nodes[self._cur], self._probe
             self._probe = False
         if not probe:
             return n
         try:
-            v = n.call(min(LEADER_PROBE_TIMEOUT, self.request_timeout), "FENCE.LEADER")
+            v = n.call(min(LEADER_PROBE_TIMEOUT, self.request_timeout, timeout), "FENCE.LEADER")
         except Exception:
             return n
         if isinstance(v, list) and len(v) == 2:
@@ -295,7 +299,11 @@ class Client:
             timeout = attempt_timeout() if attempt_timeout is not None else self.request_timeout
             if timeout <= 0:
                 raise self._unavailable(args, last, uncertain)
-            n = self._pick()
+            n = self._pick(timeout)
+            if attempt_timeout is not None:
+                timeout = attempt_timeout()  # less what the probe took
+                if timeout <= 0:
+                    raise self._unavailable(args, last, uncertain)
             sent = now()
             try:
                 return n.call(timeout, *args), sent
@@ -377,33 +385,44 @@ class Client:
         if ttl < 0.001 or ttl <= drift:
             raise InvalidArgumentError(f"ttl {ttl}s is too short", argument="ttl")
         deadline = None if wait is None else now() + max(wait, 0)
+        # Whether a failure from here leaves something to release: an
+        # acquire that may have been granted, or queued. Any exception
+        # counts, KeyboardInterrupt and one from a signal handler included.
+        release = True
         try:
-            v, sent = self._exchange(["FENCE.ACQUIRE", name, owner, millis(ttl)])
-        except (InvalidArgumentError, ClosedError, AuthError, NoPermError, TLSError):
-            raise
-        except FencerError:
-            self._release_later(name, owner)
-            raise
-        g = parse_grant(v, ttl, sent)
-        if g is None and (wait is None or wait > 0):
-            from ._wait import wait_acquire
+            try:
+                v, sent = self._exchange(["FENCE.ACQUIRE", name, owner, millis(ttl)])
+            except (InvalidArgumentError, ClosedError, AuthError, NoPermError, TLSError):
+                release = False  # refused before it took effect, or nothing can be sent
+                raise
+            g = parse_grant(v, ttl, sent)
+            if g is None and (wait is None or wait > 0):
+                from ._wait import wait_acquire
 
-            g = wait_acquire(self, name, owner, ttl, deadline)
-        if g is None:
-            raise LockedError(f"lock {name!r} is held by another owner")
-        if g.sent + g.ttl - drift > now():
-            return g
-        # The grant took longer than its validity to arrive: renew it,
-        # which counts from now, or give it up.
-        try:
-            v, sent = self._exchange(["FENCE.EXTEND", name, owner, millis(ttl)])
-        except FencerError:
-            v, sent = None, 0.0
-        if v == 1 and sent + g.ttl - drift > now():
-            g.sent = sent
-            return g
-        self._release_later(name, owner)
-        raise LeaseLostError(f"lock {name!r}: the grant arrived after its validity ended")
+                release = False  # wait_acquire releases when it fails or gives up
+                g = wait_acquire(self, name, owner, ttl, deadline)
+                release = True
+            if g is None:
+                release = False  # not granted, and not queued any more
+                raise LockedError(f"lock {name!r} is held by another owner")
+            if g.sent + g.ttl - drift > now():
+                release = False
+                return g
+            # The grant took longer than its validity to arrive: renew it,
+            # which counts from now, or give it up.
+            try:
+                v, sent = self._exchange(["FENCE.EXTEND", name, owner, millis(ttl)])
+            except FencerError:
+                v, sent = None, 0.0
+            if v == 1 and sent + g.ttl - drift > now():
+                g.sent = sent
+                release = False
+                return g
+            raise LeaseLostError(f"lock {name!r}: the grant arrived after its validity ended")
+        except BaseException:
+            if release:
+                self._release_later(name, owner)
+            raise
 
     def _release(self, name: str, owner: str) -> bool:
         """Free name if owner holds it; False if the server says owner

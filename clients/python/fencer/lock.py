@@ -140,7 +140,9 @@ class Lock:
         if self.client.closed:
             self._client_closed()
         else:
-            threading.Thread(target=self._keep, args=(gen,), name=f"fencer-lease-{self.name}", daemon=True).start()
+            threading.Thread(target=self._watch, args=(gen,), name=f"fencer-validity-{self.name}", daemon=True).start()
+            if self.auto_renew:
+                threading.Thread(target=self._keep, args=(gen,), name=f"fencer-renew-{self.name}", daemon=True).start()
         return self
 
     def __enter__(self) -> "Lock":
@@ -219,7 +221,7 @@ class Lock:
                 ran_out = self._gen == gen and self._state == _HELD and now() >= self._until
             if ran_out:
                 self._expired(gen)
-                self._alive(gen)()  # raises the reason
+            self._alive(gen)()  # raises the reason if the lease was lost meanwhile
             raise
         if v != 1:
             self._declare_lost(gen, LeaseLostError(f"lock {name!r}: the server says owner {owner} no longer holds it"))
@@ -229,6 +231,9 @@ class Lock:
             if self._gen == gen and self._state == _HELD and sent > self._sent:
                 self._sent, self._until = sent, sent + self.ttl - self._drift
                 self._cond.notify_all()
+        # A reply of 1 that came back after the lease was declared lost (its
+        # validity ran out, the client closed) does not undo the loss.
+        self._alive(gen)()
 
     # ---- loss
 
@@ -255,33 +260,40 @@ class Lock:
             gen = self._gen
         self._declare_lost(gen, ClosedError("client closed: the lease is no longer renewed"))
 
+    def _watch(self, gen: int) -> None:
+        """Declare the lease lost when its validity runs out. A thread of
+        its own, apart from the renewals: a renewal stuck on a node that
+        does not answer must not delay the loss. A renewal that succeeds
+        moves _until and wakes it."""
+        with self._cond:
+            while True:
+                if self._gen != gen or self._state != _HELD:
+                    return
+                left = self._until - now()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+        self._expired(gen)
+
     def _keep(self, gen: int) -> None:
-        """Renew the lease about every TTL/3 (if auto_renew) and declare it
-        lost when its validity runs out. One thread per lease."""
+        """Renew the lease about every TTL/3 (auto_renew). The loss is
+        _watch's to declare."""
         while True:
             with self._cond:
                 if self._gen != gen or self._state != _HELD:
                     return
                 t = now()
                 if t >= self._until:
-                    expired = True
-                else:
-                    expired = False
-                    wake = self._until
-                    if self.auto_renew:
-                        due = self._retry_at if self._retry_at is not None else self._sent + self.ttl / 3
-                        wake = min(wake, due)
-                    if t < wake:
-                        self._cond.wait(wake - t)
-                        continue
-            if expired:
-                self._expired(gen)
-                return
+                    return
+                due = self._retry_at if self._retry_at is not None else self._sent + self.ttl / 3
+                if t < due:
+                    self._cond.wait(min(due, self._until) - t)
+                    continue
             try:
                 self._extend(gen)
                 with self._cond:
                     self._retry_at = None
-            except Exception as e:  # noqa: BLE001 - the keeper must live on to declare the loss
+            except Exception as e:  # noqa: BLE001 - retried while the lease is valid
                 with self._cond:
                     if self._gen != gen or self._state != _HELD:
                         return
