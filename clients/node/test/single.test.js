@@ -38,9 +38,10 @@ test('acquire, extend, release: token, status, idempotent release', async (t) =>
   assert.ok(l.validUntil.getTime() <= Date.now() + 5000);
 
   await assert.rejects(c.tryAcquire('doc'), LockedError);
-  await l.extend(9000);
-  assert.equal(l.ttl, 9000);
-  assert.ok(l.remaining > 8000, `remaining ${l.remaining} after extend(9000)`);
+  await sleep(500);
+  await l.extend();
+  assert.equal(l.ttl, 5000);
+  assert.ok(l.remaining > 4500, `remaining ${l.remaining} after extend()`);
   assert.equal(l.signal.aborted, false);
 
   await l.release();
@@ -54,6 +55,33 @@ test('acquire, extend, release: token, status, idempotent release', async (t) =>
   const l2 = await c.tryAcquire('doc', { ttl: 1000 });
   assert.ok(l2.token > l.token, `${l2.token} after ${l.token}`);
   await l2.release();
+});
+
+test('extend takes no TTL: a lease keeps its TTL, and auto-renewal its schedule', async (t) => {
+  const d = shared;
+  const c = client(t, [d.addr]);
+  const l = await c.acquire('ttl-fixed', { ttl: 8000, autoRenew: true });
+  // A shorter TTL would end the server's lease before the client's view
+  // of it, and off the renewal schedule: extend refuses one.
+  const err = await l.extend(1000).catch((e) => e);
+  assert.ok(err instanceof InvalidArgumentError, String(err));
+  assert.equal(err.argument, 'ttl');
+  assert.equal(l.ttl, 8000);
+  assert.equal(l.signal.aborted, false);
+  await l.extend({ signal: AbortSignal.timeout(3000) });
+  const until = l.validUntil.getTime();
+  // The server holds it for the lease's TTL, and the client's view ends first.
+  let st = await call(d.addr, 'FENCE.STATUS', 'ttl-fixed');
+  assert.equal(st[0], l.owner);
+  assert.ok(Number(st[2]) > 7000 && l.remaining <= Number(st[2]), `server ${st[2]}ms, client ${l.remaining}ms`);
+  // Renewed about every TTL/3 (2.7 s) from that extend: by 4 s, once,
+  // and both views moved on.
+  await sleep(4000);
+  assert.equal(l.signal.aborted, false, `lost: ${l.signal.reason}`);
+  assert.ok(l.validUntil.getTime() > until + 2000, `validity moved ${l.validUntil.getTime() - until}ms`);
+  st = await call(d.addr, 'FENCE.STATUS', 'ttl-fixed');
+  assert.ok(Number(st[2]) > 5500 && l.remaining <= Number(st[2]), `server ${st[2]}ms, client ${l.remaining}ms`);
+  await l.release();
 });
 
 test('an owner value serves one lease: a released owner is refused', async (t) => {
