@@ -1,6 +1,7 @@
 // The Client: its nodes, their connections, and how one request is sent
 // and retried across them (the Go client's client.go is the reference).
 
+import { setMaxListeners } from 'node:events';
 import { Redis } from 'ioredis';
 import {
   AuthError, ClosedError, FencerError, InvalidArgumentError, NoLeaderError, TLSError, UncertainError, classify,
@@ -154,6 +155,8 @@ export class Client {
     this.closer = new AbortController();
     /** aborted (reason ClosedError) by close */
     this.closed = this.closer.signal;
+    // Every lease and every request in flight listens on it: no limit.
+    setMaxListeners(0, this.closed);
     /** @type {Set<Promise<unknown>>} background work: renewals, clean-up releases, wait rounds */
     this.background = new Set();
   }

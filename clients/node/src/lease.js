@@ -2,6 +2,7 @@
 // lease.go is the reference).
 
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import {
   AuthError, ClosedError, InvalidArgumentError, LeaseLostError, LockedError, NoPermError, ReleasedError,
   TLSError, UncertainError,
@@ -76,6 +77,9 @@ export class Lease {
     this.#sent = grant.sent;
     this.#until = grant.sent + grant.ttl - drift;
     this.#timer = setTimeout(() => this.#expire(), this.#until - now());
+    // The renewals, extends and releases in flight listen on the signal,
+    // and so may any number of the caller's tasks: no limit.
+    setMaxListeners(0, this.signal);
     const onClose = () => this.#end(client.closed.reason);
     client.closed.addEventListener('abort', onClose, { once: true });
     this.signal.addEventListener('abort', () => {

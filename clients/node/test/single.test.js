@@ -84,6 +84,22 @@ test('extend takes no TTL: a lease keeps its TTL, and auto-renewal its schedule'
   await l.release();
 });
 
+test('20 leases and 20 concurrent requests on one client: no MaxListenersExceededWarning', async (t) => {
+  const d = shared;
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const c = client(t, [d.addr]);
+  const leases = await Promise.all(Array.from({ length: 20 }, (_, i) => c.acquire(`many-${i}`, { ttl: 3000, autoRenew: true })));
+  await Promise.all(leases.map((l) => l.extend()));
+  await Promise.all(leases.map((l) => assert.rejects(c.tryAcquire(l.name), LockedError)));
+  await Promise.all(leases.map((l) => l.release()));
+  await sleep(100); // warnings are emitted on a later tick
+  const bad = warnings.filter((w) => w.name === 'MaxListenersExceededWarning');
+  assert.deepEqual(bad.map((w) => w.message), []);
+});
+
 test('an owner value serves one lease: a released owner is refused', async (t) => {
   const d = shared;
   const c = client(t, [d.addr]);
