@@ -6,7 +6,7 @@ import {
   Client, ClosedError, InvalidArgumentError, LeaseLostError, LockedError, NoLeaderError, ReleasedError,
   ServerError, UncertainError,
 } from '../src/index.js';
-import { call, eventually, fileScope, freePorts, sleep, startFencerd } from './harness.js';
+import { call, callWith, eventually, fileScope, freePorts, sleep, slowLink, startFencerd } from './harness.js';
 
 // One node for the tests that neither pause nor stop it; each uses its own
 // lock names.
@@ -198,6 +198,30 @@ test('aborting a waiting acquire closes its connection and leaves the queue', as
   await h.release();
   // Nobody got the lock: the waiter was gone.
   assert.equal(await call(d.addr, 'FENCE.STATUS', 'q'), null);
+});
+
+test('acquires aborted while their wait connection is being opened leave no connection open', async (t) => {
+  // AUTH makes opening a connection take a round trip, which the slow link
+  // stretches: each acquire is aborted while its wait round is opening one.
+  const d = await startFencerd(t, ['--requirepass', 'pw'], { connect: { password: 'pw' } });
+  const clients = async () => connected(await callWith({ password: 'pw' }, d.addr, 'INFO', 'clients'));
+  let abortNow = () => {};
+  const link = await slowLink(t, d.addr, 150, () => abortNow());
+  const c = client(t, [link.addr], { auth: { password: 'pw' } });
+  const h = await c.acquire('slow', { ttl: 30000 }); // the shared connection is open
+  const before = await clients();
+  for (let i = 0; i < 5; i++) {
+    const ac = new AbortController();
+    abortNow = () => ac.abort(new Error('gave up'));
+    await assert.rejects(c.acquire('slow', { ttl: 5000, signal: ac.signal }), /gave up/);
+    abortNow = () => {};
+  }
+  // Every connection opened for a wait is closed once its AUTH reply is in.
+  await eventually(5000, async () => link.open === 1 && (await clients()) === before, 'wait connections closed');
+  await sleep(500); // and stays so
+  assert.equal(link.open, 1);
+  assert.equal(await clients(), before);
+  await h.release();
 });
 
 function connected(info) {
