@@ -68,7 +68,7 @@ export async function waitAcquire(client, name, owner, ttl, deadline, signal) {
     client.track((async () => {
       let node;
       try {
-        node = await client.pick();
+        node = await client.pick(ac.signal);
         const began = now();
         const g = await waitRound(client, node, name, owner, ttl, wait, ac.signal);
         results.push({ id, node, g, early: !g && now() - began < wait - wait / 10 });

@@ -384,3 +384,22 @@ export async function slowLink(t, target, ms, onConnect = () => {}) {
   });
   return { addr: `127.0.0.1:${server.address().port}`, get open() { return sockets.size / 2; } };
 }
+
+/** silentNode starts a TCP server on a free loopback port that accepts
+ * connections and never answers, as a hung node would. onData runs on
+ * every chunk it is sent. It is closed when the test ends. */
+export async function silentNode(t, onData = () => {}) {
+  const sockets = new Set();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => {});
+    s.on('data', (chunk) => onData(chunk));
+  });
+  await new Promise((res, rej) => server.listen(0, '127.0.0.1', res).once('error', rej));
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => server.close(r));
+  });
+  return { addr: `127.0.0.1:${server.address().port}` };
+}

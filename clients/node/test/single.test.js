@@ -6,7 +6,8 @@ import {
   Client, ClosedError, InvalidArgumentError, LeaseLostError, LockedError, NoLeaderError, ReleasedError,
   ServerError, UncertainError,
 } from '../src/index.js';
-import { call, callWith, eventually, fileScope, freePorts, sleep, slowLink, startFencerd } from './harness.js';
+import { settle } from '../src/util.js';
+import { call, callWith, eventually, fileScope, freePorts, silentNode, sleep, slowLink, startFencerd } from './harness.js';
 
 // One node for the tests that neither pause nor stop it; each uses its own
 // lock names.
@@ -255,6 +256,30 @@ test('a lease whose renewals cannot reach the server is lost when its validity r
   assert.ok(l.signal.reason instanceof LeaseLostError, String(l.signal.reason));
   assert.match(l.signal.reason.message, /validity ran out/);
   assert.ok(late > -50 && late < 1000, `lost ${late}ms after its validity`);
+  d.resume();
+});
+
+test('release does not wait for a renewal asking a hung node who leads', async (t) => {
+  const d = await startFencerd(t);
+  let onData = () => {};
+  const hung = await silentNode(t, (chunk) => onData(chunk));
+  const c = client(t, [d.addr, hung.addr], { requestTimeout: 1000 });
+  const l = await c.acquire('probed', { ttl: 4000, autoRenew: true });
+  // The renewal (at TTL/3) times out on the paused node, moves to the hung
+  // one and asks it who leads, which waits up to a second for the
+  // connection to come up (ioredis waits for replies to what it sends
+  // first) or the reply.
+  d.pause();
+  t.after(() => d.resume());
+  await settle(new Promise((resolve) => { onData = resolve; }), 10000, []);
+  assert.equal(l.signal.aborted, false);
+  const t0 = Date.now();
+  // Nothing can answer the release itself: its own signal bounds it.
+  const err = await l.release({ signal: AbortSignal.timeout(100) }).catch((e) => e);
+  const took = Date.now() - t0;
+  assert.equal(err?.name, 'TimeoutError', String(err));
+  assert.ok(l.signal.reason instanceof ReleasedError, String(l.signal.reason));
+  assert.ok(took < 500, `release took ${took}ms`);
   d.resume();
 });
 
