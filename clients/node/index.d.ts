@@ -82,9 +82,9 @@ export declare class Lease {
   readonly validUntil: Date;
   /** Validity left, ms; 0 once ended. */
   readonly remaining: number;
-  /** Renews for ttl (default: the lease's TTL) from now. Throws
+  /** Renews for its TTL (the one it was acquired with) from now. Throws
    * LeaseLostError if the server says the owner no longer holds it. */
-  extend(ttl?: number, opts?: { signal?: AbortSignal }): Promise<void>;
+  extend(opts?: { signal?: AbortSignal }): Promise<void>;
   /** Frees the lock (idempotent). Throws LeaseLostError if the server says
    * the owner no longer held it. */
   release(opts?: { signal?: AbortSignal }): Promise<void>;

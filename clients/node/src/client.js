@@ -1,6 +1,7 @@
 // The Client: its nodes, their connections, and how one request is sent
 // and retried across them (the Go client's client.go is the reference).
 
+import { setMaxListeners } from 'node:events';
 import { Redis } from 'ioredis';
 import {
   AuthError, ClosedError, FencerError, InvalidArgumentError, NoLeaderError, TLSError, UncertainError, classify,
@@ -154,6 +155,8 @@ export class Client {
     this.closer = new AbortController();
     /** aborted (reason ClosedError) by close */
     this.closed = this.closer.signal;
+    // Every lease and every request in flight listens on it: no limit.
+    setMaxListeners(0, this.closed);
     /** @type {Set<Promise<unknown>>} background work: renewals, clean-up releases, wait rounds */
     this.background = new Set();
   }
@@ -201,19 +204,29 @@ export class Client {
   /**
    * pick returns the node to send the next request to. After a failure
    * (and at first use) it asks that node who leads, and moves to the leader
-   * if it is one of the client's addresses, saving the forwarding hop.
+   * if it is one of the client's addresses, saving the forwarding hop. The
+   * question ends when signal aborts (throwing its reason), so that a
+   * request given up on, such as a renewal of a lease being released, does
+   * not wait for a node that hangs.
+   * @param {AbortSignal} [signal]
    * @returns {Promise<Node>}
    */
-  async pick() {
-    let n = this.nodes[this.cur];
+  async pick(signal) {
+    const n = this.nodes[this.cur];
     if (!this.probe) return n;
     this.probe = false;
     const timeout = Math.min(leaderProbeTimeout, this.cfg.requestTimeout);
+    const deadline = now() + timeout;
+    const signals = [signal, this.closed];
     let v;
     try {
-      const r = await n.conn(timeout);
-      v = await settle(r.call('FENCE.LEADER'), timeout, [this.closed]);
+      const r = await settle(n.conn(timeout), timeout, signals);
+      v = await settle(r.call('FENCE.LEADER'), deadline - now(), signals);
     } catch (e) {
+      if (e === signal?.reason || e === this.closed.reason) {
+        if (this.nodes[this.cur] === n) this.probe = true; // not answered: ask next time
+        throw e;
+      }
       if (e instanceof AuthError || e instanceof TLSError) throw e;
       return n;
     }
@@ -269,7 +282,7 @@ export class Client {
       if (p.signal?.aborted) throw p.signal.reason;
       const timeout = p.attempt();
       if (!(timeout > 0)) throw giveUp();
-      const n = await this.pick();
+      const n = await this.pick(p.signal);
       const sent = now();
       let f;
       try {

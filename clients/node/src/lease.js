@@ -2,6 +2,7 @@
 // lease.go is the reference).
 
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import {
   AuthError, ClosedError, InvalidArgumentError, LeaseLostError, LockedError, NoPermError, ReleasedError,
   TLSError, UncertainError,
@@ -76,6 +77,9 @@ export class Lease {
     this.#sent = grant.sent;
     this.#until = grant.sent + grant.ttl - drift;
     this.#timer = setTimeout(() => this.#expire(), this.#until - now());
+    // The renewals, extends and releases in flight listen on the signal,
+    // and so may any number of the caller's tasks: no limit.
+    setMaxListeners(0, this.signal);
     const onClose = () => this.#end(client.closed.reason);
     client.closed.addEventListener('abort', onClose, { once: true });
     this.signal.addEventListener('abort', () => {
@@ -125,13 +129,15 @@ export class Lease {
     this.#end(new LeaseLostError(`lease on ${JSON.stringify(this.name)}: its validity ran out (at ${new Date().toISOString()}) before a renewal succeeded`));
   }
 
-  /** #valid records a successful extend sent at sent. */
-  #valid(sent, ttl, drift) {
+  /** #valid records a successful extend sent at sent. Every extend asks
+   * for the same TTL, so the latest one sent ends the server's lease last,
+   * and the validity only moves later. */
+  #valid(sent) {
     if (this.signal.aborted || sent <= this.#sent) return;
     this.#sent = sent;
-    this.#ttl = ttl;
-    this.#drift = drift;
-    this.#until = sent + ttl - drift;
+    this.#until = sent + this.#ttl - this.#drift;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.#expire(), this.#until - now());
   }
 
   /** #attemptTimeout bounds one renewal attempt. With other nodes to try,
@@ -147,23 +153,27 @@ export class Lease {
   }
 
   /**
-   * extend renews the lease for ttl (default: its TTL) from now, retrying
-   * transient failures on the other addresses until signal aborts or the
-   * validity runs out. It throws a LeaseLostError, and aborts the lease's
-   * signal, if the server says the owner no longer holds the lock.
-   * @param {number} [ttl]
+   * extend renews the lease for its TTL from now, retrying transient
+   * failures on the other addresses until signal aborts or the validity
+   * runs out. It throws a LeaseLostError, and aborts the lease's signal, if
+   * the server says the owner no longer holds the lock.
+   *
+   * There is no TTL per call, as in the Go client: with extends of
+   * different TTLs in flight, the one the server applies last could end
+   * its lease before the end the client counts from another, and the
+   * renewal schedule (TTL/3) would not follow the change either.
    * @param {{signal?: AbortSignal}} [opts]
    */
-  async extend(ttl, opts = {}) {
+  async extend(opts = {}, ...rest) {
+    if (typeof opts !== 'object' || opts === null || rest.length > 0) {
+      throw new InvalidArgumentError('extend takes no TTL: a lease renews for the TTL it was acquired with', { argument: 'ttl' });
+    }
     if (this.signal.aborted) throw this.signal.reason;
-    ttl ??= this.#ttl;
-    const drift = ttl * this.#client.cfg.drift + driftFloor;
-    checkTTL(ttl, drift);
     let res;
     try {
       res = await this.#client.exchange(
         { attempt: () => this.#attemptTimeout(), signal: anySignal(opts.signal, this.signal) },
-        'FENCE.EXTEND', this.name, this.owner, millis(ttl));
+        'FENCE.EXTEND', this.name, this.owner, millis(this.#ttl));
     } catch (e) {
       if (this.signal.aborted) throw this.signal.reason;
       throw e;
@@ -172,7 +182,7 @@ export class Lease {
       this.#end(new LeaseLostError(`the server says owner ${this.owner} no longer holds ${JSON.stringify(this.name)}`, { code: 'EXTEND 0' }));
       throw this.signal.reason;
     }
-    this.#valid(res.sent, ttl, drift);
+    this.#valid(res.sent);
   }
 
   /** #renewLoop extends the lease about every TTL/3 until it ends. */

@@ -68,7 +68,7 @@ export async function waitAcquire(client, name, owner, ttl, deadline, signal) {
     client.track((async () => {
       let node;
       try {
-        node = await client.pick();
+        node = await client.pick(ac.signal);
         const began = now();
         const g = await waitRound(client, node, name, owner, ttl, wait, ac.signal);
         results.push({ id, node, g, early: !g && now() - began < wait - wait / 10 });
@@ -180,9 +180,13 @@ async function waitRound(client, node, name, owner, ttl, wait, signal) {
   const timeout = client.cfg.requestTimeout;
   const t0 = now();
   let conn;
+  const opening = node.connect(timeout);
   try {
-    conn = await settle(node.connect(timeout), timeout, [signal, client.closed]);
+    conn = await settle(opening, timeout, [signal, client.closed]);
   } catch (e) {
+    // Given up on (aborted, timed out) while opening: the connection may
+    // still open, and nothing else would close it.
+    opening.then((r) => r.disconnect(), () => {});
     if (e === signal.reason || e === client.closed.reason || e instanceof ConnectFailure) throw e;
     throw new ConnectFailure(e);
   }

@@ -353,3 +353,53 @@ export function fileScope() {
     },
   };
 }
+
+/** slowLink starts a TCP proxy on a free loopback port to target
+ * ("host:port") that delivers every chunk ms late each way, as a distant
+ * node would. onConnect(n) runs as the proxy accepts its n-th connection.
+ * It is closed, with every connection through it, when the test ends. */
+export async function slowLink(t, target, ms, onConnect = () => {}) {
+  const [host, port] = target.split(':');
+  const sockets = new Set();
+  let accepted = 0;
+  const relay = (from, to) => {
+    from.on('data', (chunk) => setTimeout(() => { if (!to.destroyed) to.write(chunk); }, ms));
+    from.on('close', () => setTimeout(() => to.destroy(), ms));
+    from.on('error', () => {});
+  };
+  const server = net.createServer((down) => {
+    const up = net.connect(Number(port), host);
+    for (const s of [down, up]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    }
+    relay(down, up);
+    relay(up, down);
+    onConnect(++accepted);
+  });
+  await new Promise((res, rej) => server.listen(0, '127.0.0.1', res).once('error', rej));
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => server.close(r));
+  });
+  return { addr: `127.0.0.1:${server.address().port}`, get open() { return sockets.size / 2; } };
+}
+
+/** silentNode starts a TCP server on a free loopback port that accepts
+ * connections and never answers, as a hung node would. onData runs on
+ * every chunk it is sent. It is closed when the test ends. */
+export async function silentNode(t, onData = () => {}) {
+  const sockets = new Set();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => {});
+    s.on('data', (chunk) => onData(chunk));
+  });
+  await new Promise((res, rej) => server.listen(0, '127.0.0.1', res).once('error', rej));
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => server.close(r));
+  });
+  return { addr: `127.0.0.1:${server.address().port}` };
+}

@@ -6,7 +6,8 @@ import {
   Client, ClosedError, InvalidArgumentError, LeaseLostError, LockedError, NoLeaderError, ReleasedError,
   ServerError, UncertainError,
 } from '../src/index.js';
-import { call, eventually, fileScope, freePorts, sleep, startFencerd } from './harness.js';
+import { settle } from '../src/util.js';
+import { call, callWith, eventually, fileScope, freePorts, silentNode, sleep, slowLink, startFencerd } from './harness.js';
 
 // One node for the tests that neither pause nor stop it; each uses its own
 // lock names.
@@ -38,9 +39,10 @@ test('acquire, extend, release: token, status, idempotent release', async (t) =>
   assert.ok(l.validUntil.getTime() <= Date.now() + 5000);
 
   await assert.rejects(c.tryAcquire('doc'), LockedError);
-  await l.extend(9000);
-  assert.equal(l.ttl, 9000);
-  assert.ok(l.remaining > 8000, `remaining ${l.remaining} after extend(9000)`);
+  await sleep(500);
+  await l.extend();
+  assert.equal(l.ttl, 5000);
+  assert.ok(l.remaining > 4500, `remaining ${l.remaining} after extend()`);
   assert.equal(l.signal.aborted, false);
 
   await l.release();
@@ -54,6 +56,49 @@ test('acquire, extend, release: token, status, idempotent release', async (t) =>
   const l2 = await c.tryAcquire('doc', { ttl: 1000 });
   assert.ok(l2.token > l.token, `${l2.token} after ${l.token}`);
   await l2.release();
+});
+
+test('extend takes no TTL: a lease keeps its TTL, and auto-renewal its schedule', async (t) => {
+  const d = shared;
+  const c = client(t, [d.addr]);
+  const l = await c.acquire('ttl-fixed', { ttl: 8000, autoRenew: true });
+  // A shorter TTL would end the server's lease before the client's view
+  // of it, and off the renewal schedule: extend refuses one.
+  const err = await l.extend(1000).catch((e) => e);
+  assert.ok(err instanceof InvalidArgumentError, String(err));
+  assert.equal(err.argument, 'ttl');
+  assert.equal(l.ttl, 8000);
+  assert.equal(l.signal.aborted, false);
+  await l.extend({ signal: AbortSignal.timeout(3000) });
+  const until = l.validUntil.getTime();
+  // The server holds it for the lease's TTL, and the client's view ends first.
+  let st = await call(d.addr, 'FENCE.STATUS', 'ttl-fixed');
+  assert.equal(st[0], l.owner);
+  assert.ok(Number(st[2]) > 7000 && l.remaining <= Number(st[2]), `server ${st[2]}ms, client ${l.remaining}ms`);
+  // Renewed about every TTL/3 (2.7 s) from that extend: by 4 s, once,
+  // and both views moved on.
+  await sleep(4000);
+  assert.equal(l.signal.aborted, false, `lost: ${l.signal.reason}`);
+  assert.ok(l.validUntil.getTime() > until + 2000, `validity moved ${l.validUntil.getTime() - until}ms`);
+  st = await call(d.addr, 'FENCE.STATUS', 'ttl-fixed');
+  assert.ok(Number(st[2]) > 5500 && l.remaining <= Number(st[2]), `server ${st[2]}ms, client ${l.remaining}ms`);
+  await l.release();
+});
+
+test('20 leases and 20 concurrent requests on one client: no MaxListenersExceededWarning', async (t) => {
+  const d = shared;
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const c = client(t, [d.addr]);
+  const leases = await Promise.all(Array.from({ length: 20 }, (_, i) => c.acquire(`many-${i}`, { ttl: 3000, autoRenew: true })));
+  await Promise.all(leases.map((l) => l.extend()));
+  await Promise.all(leases.map((l) => assert.rejects(c.tryAcquire(l.name), LockedError)));
+  await Promise.all(leases.map((l) => l.release()));
+  await sleep(100); // warnings are emitted on a later tick
+  const bad = warnings.filter((w) => w.name === 'MaxListenersExceededWarning');
+  assert.deepEqual(bad.map((w) => w.message), []);
 });
 
 test('an owner value serves one lease: a released owner is refused', async (t) => {
@@ -156,6 +201,30 @@ test('aborting a waiting acquire closes its connection and leaves the queue', as
   assert.equal(await call(d.addr, 'FENCE.STATUS', 'q'), null);
 });
 
+test('acquires aborted while their wait connection is being opened leave no connection open', async (t) => {
+  // AUTH makes opening a connection take a round trip, which the slow link
+  // stretches: each acquire is aborted while its wait round is opening one.
+  const d = await startFencerd(t, ['--requirepass', 'pw'], { connect: { password: 'pw' } });
+  const clients = async () => connected(await callWith({ password: 'pw' }, d.addr, 'INFO', 'clients'));
+  let abortNow = () => {};
+  const link = await slowLink(t, d.addr, 150, () => abortNow());
+  const c = client(t, [link.addr], { auth: { password: 'pw' } });
+  const h = await c.acquire('slow', { ttl: 30000 }); // the shared connection is open
+  const before = await clients();
+  for (let i = 0; i < 5; i++) {
+    const ac = new AbortController();
+    abortNow = () => ac.abort(new Error('gave up'));
+    await assert.rejects(c.acquire('slow', { ttl: 5000, signal: ac.signal }), /gave up/);
+    abortNow = () => {};
+  }
+  // Every connection opened for a wait is closed once its AUTH reply is in.
+  await eventually(5000, async () => link.open === 1 && (await clients()) === before, 'wait connections closed');
+  await sleep(500); // and stays so
+  assert.equal(link.open, 1);
+  assert.equal(await clients(), before);
+  await h.release();
+});
+
 function connected(info) {
   return Number(/connected_clients:(\d+)/.exec(info)[1]);
 }
@@ -187,6 +256,30 @@ test('a lease whose renewals cannot reach the server is lost when its validity r
   assert.ok(l.signal.reason instanceof LeaseLostError, String(l.signal.reason));
   assert.match(l.signal.reason.message, /validity ran out/);
   assert.ok(late > -50 && late < 1000, `lost ${late}ms after its validity`);
+  d.resume();
+});
+
+test('release does not wait for a renewal asking a hung node who leads', async (t) => {
+  const d = await startFencerd(t);
+  let onData = () => {};
+  const hung = await silentNode(t, (chunk) => onData(chunk));
+  const c = client(t, [d.addr, hung.addr], { requestTimeout: 1000 });
+  const l = await c.acquire('probed', { ttl: 4000, autoRenew: true });
+  // The renewal (at TTL/3) times out on the paused node, moves to the hung
+  // one and asks it who leads, which waits up to a second for the
+  // connection to come up (ioredis waits for replies to what it sends
+  // first) or the reply.
+  d.pause();
+  t.after(() => d.resume());
+  await settle(new Promise((resolve) => { onData = resolve; }), 10000, []);
+  assert.equal(l.signal.aborted, false);
+  const t0 = Date.now();
+  // Nothing can answer the release itself: its own signal bounds it.
+  const err = await l.release({ signal: AbortSignal.timeout(100) }).catch((e) => e);
+  const took = Date.now() - t0;
+  assert.equal(err?.name, 'TimeoutError', String(err));
+  assert.ok(l.signal.reason instanceof ReleasedError, String(l.signal.reason));
+  assert.ok(took < 500, `release took ${took}ms`);
   d.resume();
 });
 
