@@ -38,6 +38,24 @@ const (
 	// or a value of another Kind (Data), with TTL (zero: no expiry) or,
 	// with KeepTTL, the key's own. (OpRevoke deletes a key of any kind.)
 	OpPut Op = 9
+	// OpSessionOpen opens a session with TTL: its ID is the command's
+	// position. Key and Owner are empty.
+	OpSessionOpen Op = 10
+	// OpSessionRenew restarts Session's TTL (a keepalive).
+	OpSessionRenew Op = 11
+	// OpSessionClose ends Session at its holder's request: every lock held
+	// under it is released, and remembered as released, in this command;
+	// Waiters name who each freed key is handed to.
+	OpSessionClose Op = 12
+	// OpSessionExpire ends Session if it is still the one the leader timed
+	// (Lease.Version, its last renewal): its locks are freed, not
+	// remembered, and handed to Waiters.
+	OpSessionExpire Op = 13
+	// OpSessionRevoke ends Session administratively, as an expiry does.
+	OpSessionRevoke Op = 14
+	// OpProclaim sets the value (Data) of a lock Owner holds under Session
+	// (an election's leader's value), keeping its token.
+	OpProclaim Op = 15
 )
 
 // String names the operation.
@@ -61,6 +79,18 @@ func (o Op) String() string {
 		return "txn"
 	case OpPut:
 		return "put"
+	case OpSessionOpen:
+		return "session-open"
+	case OpSessionRenew:
+		return "session-renew"
+	case OpSessionClose:
+		return "session-close"
+	case OpSessionExpire:
+		return "session-expire"
+	case OpSessionRevoke:
+		return "session-revoke"
+	case OpProclaim:
+		return "proclaim"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -111,7 +141,16 @@ type LeaseRef struct {
 // free after the entry's own command.
 type Waiter struct {
 	Owner string
-	TTL   uint64 // milliseconds
+	TTL   uint64 // milliseconds; zero under a session
+	// Session, if not zero, is the session the waiter acquires under; the
+	// hand-off is refused if it is no longer open.
+	Session uint64
+}
+
+// KeyWaiter is a waiter for one of the keys a session's end frees.
+type KeyWaiter struct {
+	Key string
+	Waiter
 }
 
 // Command is one decoded log entry.
@@ -139,9 +178,18 @@ type Command struct {
 	// Txn holds the guards and commands of an OpTxn (and nothing else).
 	Txn *Txn
 
+	// Session is the session an acquire, release or proclaim acts under
+	// (zero: none), or the session a session command names.
+	Session uint64
+	// Waiters, on a session's end, name the waiter each freed key is
+	// handed to, in increasing key order; keys not named are freed
+	// without a hand-off (the leader hands them over in later entries).
+	Waiters []KeyWaiter
+
 	// Kind, Data and KeepTTL belong to an OpPut: the value's kind, the
 	// value of a kind other than a string, and whether the key keeps its
-	// TTL.
+	// TTL. Data is also the value an acquire under a session or a proclaim
+	// gives the lock (an election's leader's value).
 	Kind    Kind
 	Data    string
 	KeepTTL bool
@@ -188,7 +236,11 @@ const (
 	flagWaiter = 1 << 1
 	flagRedis  = 1 << 2
 	flagKeep   = 1 << 3 // OpPut: KeepTTL
-	flagKnown  = flagLease | flagWaiter | flagRedis | flagKeep
+	// flagSession: a uvarint session follows (the command's, then the
+	// waiter's if flagWaiter), then Data for an acquire or proclaim.
+	flagSession = 1 << 4
+	flagWaiters = 1 << 5 // a session end's waiters follow
+	flagKnown   = flagLease | flagWaiter | flagRedis | flagKeep | flagSession | flagWaiters
 )
 
 // Decoding errors.
@@ -225,6 +277,12 @@ func (c Command) Encode(dst []byte) []byte {
 	if c.KeepTTL {
 		flags |= flagKeep
 	}
+	if c.hasSessionPart() {
+		flags |= flagSession
+	}
+	if len(c.Waiters) > 0 {
+		flags |= flagWaiters
+	}
 	dst = append(dst, EncodingVersion, byte(c.Op), flags)
 	dst = appendString(dst, c.Key)
 	dst = appendString(dst, c.Owner)
@@ -241,7 +299,33 @@ func (c Command) Encode(dst []byte) []byte {
 		dst = append(dst, byte(c.Kind))
 		dst = appendValue(dst, c.Data)
 	}
+	if c.hasSessionPart() {
+		dst = binary.AppendUvarint(dst, c.Session)
+		if c.Waiter != nil {
+			dst = binary.AppendUvarint(dst, c.Waiter.Session)
+		}
+		if c.Op == OpAcquire || c.Op == OpProclaim {
+			dst = appendValue(dst, c.Data)
+		}
+	}
+	if len(c.Waiters) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(c.Waiters)))
+		for _, w := range c.Waiters {
+			dst = appendString(dst, w.Key)
+			dst = appendString(dst, w.Owner)
+			dst = binary.AppendUvarint(dst, w.TTL)
+			dst = binary.AppendUvarint(dst, w.Session)
+		}
+	}
 	return dst
+}
+
+// hasSessionPart reports whether c's encoding has the session part: a
+// session, a waiter's session or a session value. Commands without one
+// encode exactly as before sessions existed.
+func (c *Command) hasSessionPart() bool {
+	return c.Session != 0 || c.Waiter != nil && c.Waiter.Session != 0 ||
+		(c.Op == OpAcquire || c.Op == OpProclaim) && c.Data != ""
 }
 
 // Decode parses an entry written by Encode. It rejects unknown versions,
@@ -279,6 +363,32 @@ func Decode(b []byte) (Command, error) {
 	if c.Op == OpPut {
 		c.Kind = Kind(d.byte())
 		c.Data = d.value()
+	}
+	if flags&flagSession != 0 {
+		c.Session = d.uvarint()
+		if c.Waiter != nil {
+			c.Waiter.Session = d.uvarint()
+		}
+		if c.Op == OpAcquire || c.Op == OpProclaim {
+			c.Data = d.value()
+		}
+		if d.err == nil && !c.hasSessionPart() {
+			return Command{}, fmt.Errorf("%w: empty session part", ErrBadEntry)
+		}
+	}
+	if flags&flagWaiters != 0 {
+		n := d.uvarint()
+		if d.err == nil && (n == 0 || n > uint64(len(d.b))/minKeyWaiterLen) {
+			return Command{}, fmt.Errorf("%w: %d waiters in %d bytes", ErrBadEntry, n, len(d.b))
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			w := KeyWaiter{Key: d.string()}
+			w.Owner, w.TTL, w.Session = d.string(), d.uvarint(), d.uvarint()
+			if d.err == nil && (w.Key == "" || w.Owner == "" || len(c.Waiters) > 0 && w.Key <= c.Waiters[len(c.Waiters)-1].Key) {
+				return Command{}, fmt.Errorf("%w: session waiters not in increasing key order", ErrBadEntry)
+			}
+			c.Waiters = append(c.Waiters, w)
+		}
 	}
 	if d.err != nil {
 		return Command{}, d.err
@@ -368,10 +478,30 @@ func DecodeEntry(b []byte) ([]Command, error) {
 // version, op, flags, key of one byte, empty owner, TTL.
 const minEncodedLen = 1 + 3 + 2 + 1 + 1
 
+// minKeyWaiterLen is the fewest bytes a session end's waiter takes: a key
+// and an owner of one byte, a TTL and a session.
+const minKeyWaiterLen = 2 + 2 + 1 + 1
+
 // validate checks the fields each operation needs.
 func (c *Command) validate() error {
+	if c.Op.isSession() {
+		return c.validateSession()
+	}
+	if len(c.Waiters) > 0 {
+		return fmt.Errorf("%w: waiters on a %s", ErrBadEntry, c.Op)
+	}
 	if c.Key == "" {
 		return fmt.Errorf("%w: empty key", ErrBadEntry)
+	}
+	switch {
+	case c.Session != 0 && c.Op != OpAcquire && c.Op != OpRelease && c.Op != OpProclaim:
+		return fmt.Errorf("%w: session on a %s", ErrBadEntry, c.Op)
+	case c.Session != 0 && (c.TTL != 0 || c.Redis):
+		return fmt.Errorf("%w: %s under a session with a TTL or Redis flag", ErrBadEntry, c.Op)
+	case c.Data != "" && c.Op == OpAcquire && c.Session == 0:
+		return fmt.Errorf("%w: acquire value outside a session", ErrBadEntry)
+	case c.Waiter != nil && c.Waiter.Session != 0 && c.Waiter.TTL != 0:
+		return fmt.Errorf("%w: waiter under a session with a TTL", ErrBadEntry)
 	}
 	if c.Waiter != nil && c.Waiter.Owner == "" {
 		return fmt.Errorf("%w: waiter without owner", ErrBadEntry)
@@ -399,6 +529,10 @@ func (c *Command) validate() error {
 		}
 	case OpTxn:
 		return fmt.Errorf("%w: txn in the version 1 encoding", ErrBadEntry)
+	case OpProclaim:
+		if c.Owner == "" || c.Session == 0 || c.Lease != nil || c.Waiter != nil {
+			return fmt.Errorf("%w: proclaim without owner or session, or with lease or waiter", ErrBadEntry)
+		}
 	case OpPut:
 		switch {
 		case c.Lease != nil || c.Waiter != nil || c.Redis:
@@ -412,6 +546,36 @@ func (c *Command) validate() error {
 		}
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrBadEntry, uint8(c.Op))
+	}
+	return nil
+}
+
+// isSession reports whether o is one of the session commands, which name a
+// session and no key.
+func (o Op) isSession() bool { return o >= OpSessionOpen && o <= OpSessionRevoke }
+
+// validateSession checks a session command: no key, owner or Redis flag;
+// an open has a TTL and no session, the others a session; only an end has
+// waiters (and Expire its lease ref: the renewal it ends).
+func (c *Command) validateSession() error {
+	bad := c.Key != "" || c.Owner != "" || c.Redis || c.Waiter != nil || c.Data != ""
+	switch c.Op {
+	case OpSessionOpen:
+		bad = bad || c.TTL == 0 || c.Session != 0 || c.Lease != nil || len(c.Waiters) > 0
+	case OpSessionRenew:
+		bad = bad || c.TTL != 0 || c.Session == 0 || c.Lease != nil || len(c.Waiters) > 0
+	case OpSessionExpire:
+		bad = bad || c.TTL != 0 || c.Session == 0 || c.Lease == nil
+	default: // close, revoke
+		bad = bad || c.TTL != 0 || c.Session == 0 || c.Lease != nil
+	}
+	for _, w := range c.Waiters {
+		if w.Session != 0 && w.TTL != 0 {
+			bad = true
+		}
+	}
+	if bad {
+		return fmt.Errorf("%w: malformed %s", ErrBadEntry, c.Op)
 	}
 	return nil
 }
@@ -465,6 +629,21 @@ func (c Command) encodedLen() int {
 	}
 	if c.Op == OpPut {
 		n += 1 + stringLen(c.Data)
+	}
+	if c.hasSessionPart() {
+		n += uvarintLen(c.Session)
+		if c.Waiter != nil {
+			n += uvarintLen(c.Waiter.Session)
+		}
+		if c.Op == OpAcquire || c.Op == OpProclaim {
+			n += stringLen(c.Data)
+		}
+	}
+	if len(c.Waiters) > 0 {
+		n += uvarintLen(uint64(len(c.Waiters)))
+		for _, w := range c.Waiters {
+			n += stringLen(w.Key) + stringLen(w.Owner) + uvarintLen(w.TTL) + uvarintLen(w.Session)
+		}
 	}
 	return n
 }
@@ -558,8 +737,8 @@ func decodeTxn(d decoder) (Command, error) {
 		if err != nil {
 			return Command{}, fmt.Errorf("command %d of the txn: %w", len(t.Cmds), err)
 		}
-		if c.Op == OpMember {
-			return Command{}, fmt.Errorf("%w: member entry in a txn", ErrBadEntry)
+		if c.Op == OpMember || c.Op.isSession() || c.hasSessionPart() {
+			return Command{}, fmt.Errorf("%w: member or session command in a txn", ErrBadEntry)
 		}
 		t.Cmds = append(t.Cmds, c)
 		d.b = d.b[size:]

@@ -167,12 +167,12 @@ func (d *Draft) Scan(pattern string) []string {
 	return keys
 }
 
-// Apply applies c (a plain command: not a member entry or a transaction) to
-// the draft and adds it to the transaction. It fails with ErrRegrant if c
+// Apply applies c (a plain command: not a member entry, a transaction or a
+// command that names a session) to the draft and adds it to the transaction. It fails with ErrRegrant if c
 // would grant a key the transaction granted already; the draft must then be
 // dropped.
 func (d *Draft) Apply(c Command) (*Result, error) {
-	if c.Op == OpMember || c.Op == OpTxn {
+	if c.Op == OpMember || c.Op == OpTxn || c.Op.isSession() || c.hasSessionPart() {
 		return nil, ErrBadEntry
 	}
 	d.load(c.Key)

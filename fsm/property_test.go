@@ -19,8 +19,21 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 	keys := []string{"a", "b", "c"}
 	owners := []string{"o1", "o2", "o3", "o4"}
 	cmds := make([]Command, 0, n)
+	// Sessions opened so far: command i (from 0) is at position i+1, one
+	// entry each or batched (a batch's commands take consecutive positions).
+	var sessions []uint64
+	session := func() uint64 {
+		if len(sessions) == 0 || rng.Intn(8) == 0 {
+			return uint64(rng.Intn(n) + 1) // open or not: likely not
+		}
+		return sessions[rng.Intn(len(sessions))]
+	}
 	for i := 0; i < n; i++ {
 		c := Command{Key: keys[rng.Intn(len(keys))], Owner: owners[rng.Intn(len(owners))], TTL: uint64(rng.Intn(5000) + 100)}
+		if rng.Intn(4) == 0 {
+			cmds = append(cmds, randomSessionCommand(rng, c, keys, owners, session, &sessions, i))
+			continue
+		}
 		switch rng.Intn(8) {
 		case 0, 1:
 			c.Op = OpAcquire
@@ -59,6 +72,56 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 	return cmds
 }
 
+// randomSessionCommand returns a session command, or an acquire, release
+// or proclaim under a session, or a command with a waiter under one.
+func randomSessionCommand(rng *rand.Rand, c Command, keys, owners []string, session func() uint64, opened *[]uint64, i int) Command {
+	waiter := func() *Waiter {
+		return &Waiter{Owner: owners[rng.Intn(len(owners))], Session: session()}
+	}
+	switch rng.Intn(9) {
+	case 0, 1:
+		*opened = append(*opened, uint64(i+1))
+		return Command{Op: OpSessionOpen, TTL: c.TTL}
+	case 2, 3:
+		c.Op, c.TTL, c.Session = OpAcquire, 0, session()
+		if rng.Intn(2) == 0 {
+			c.Data = "v" + c.Owner
+		}
+	case 4:
+		c.Op, c.TTL, c.Session = OpRelease, 0, session()
+		if rng.Intn(2) == 0 {
+			c.Waiter = waiter()
+		}
+	case 5:
+		c.Op, c.TTL, c.Session, c.Data = OpProclaim, 0, session(), "p"+c.Owner
+	case 6:
+		c.Op, c.Owner, c.TTL = OpGrant, "", 0
+		c.Waiter = waiter()
+	default:
+		ops := []Op{OpSessionRenew, OpSessionClose, OpSessionExpire, OpSessionRevoke}
+		c = Command{Op: ops[rng.Intn(len(ops))], Session: session()}
+		if c.Op == OpSessionExpire {
+			v := c.Session
+			if rng.Intn(2) == 0 {
+				v = uint64(rng.Intn(i + 1))
+			}
+			c.Lease = &LeaseRef{Version: v}
+		}
+		if c.Op != OpSessionRenew {
+			for _, k := range keys {
+				if rng.Intn(2) == 0 {
+					w := *waiter()
+					if w.Session == 0 {
+						w.TTL = 1000
+					}
+					c.Waiters = append(c.Waiters, KeyWaiter{Key: k, Waiter: w})
+				}
+			}
+		}
+	}
+	return c
+}
+
 // TestPropertyTokensAndExclusion applies random command sequences and checks,
 // after every entry, that each key has at most one holder, that a new grant's
 // token is larger than every earlier grant's on that key, and that a renewal
@@ -71,27 +134,48 @@ func TestPropertyTokensAndExclusion(t *testing.T) {
 		holder := map[string]Lease{}
 		for i, c := range randomCommands(rng, 300) {
 			r := a.apply(t, c)
-			l, held := a.t.Get(c.Key)
-			require.Equal(t, held, r.Lease.Token != 0, "seed %d step %d", seed, i)
-			prev, wasHeld := holder[c.Key]
-			if held {
-				newGrant := !wasHeld || prev.Token != l.Token
-				if newGrant {
-					require.Greater(t, l.Token, lastGrant[c.Key], "seed %d step %d: token went back", seed, i)
+			if !c.Op.isSession() {
+				l, held := a.t.Get(c.Key)
+				require.Equal(t, held, r.Lease.Token != 0, "seed %d step %d", seed, i)
+				_ = l
+			}
+			// Every key's holder: what changed must be what this entry
+			// did (r, or for a session's end one of r.Sub).
+			for _, key := range []string{"a", "b", "c"} {
+				l, held := a.t.Get(key)
+				prev, wasHeld := holder[key]
+				freed := r.Freed
+				for _, s := range r.Sub {
+					if s.Cmd.Key == key {
+						freed = s.Freed
+					}
+				}
+				if !held {
+					if wasHeld {
+						require.True(t, c.Key == key || c.Op.isSession(), "seed %d step %d: %s freed by a command on %q", seed, i, key, c.Key)
+					}
+					delete(holder, key)
+					continue
+				}
+				if l.Session != 0 {
+					_, open := a.t.Session(l.Session)
+					require.True(t, open, "seed %d step %d: %s held under session %d, which is not open", seed, i, key, l.Session)
+				}
+				if !wasHeld || prev.Token != l.Token {
+					require.Greater(t, l.Token, lastGrant[key], "seed %d step %d: token went back", seed, i)
 					require.Equal(t, r.Position, l.Token, "seed %d step %d: token is the entry's position", seed, i)
-					lastGrant[c.Key] = l.Token
+					lastGrant[key] = l.Token
 					// A grant to a different owner while the earlier lease is
 					// current would be two holders: the entry must have ended it.
 					if wasHeld {
-						require.NotNil(t, r.Freed, "seed %d step %d: %s granted to %s while %s held it", seed, i, c.Key, l.Owner, prev.Owner)
-						require.Equal(t, prev.Token, r.Freed.Token, "seed %d step %d", seed, i)
+						require.NotNil(t, freed, "seed %d step %d: %s granted to %s while %s held it", seed, i, key, l.Owner, prev.Owner)
+						require.Equal(t, prev.Token, freed.Token, "seed %d step %d", seed, i)
 					}
 				} else {
 					require.Equal(t, prev.Owner, l.Owner, "seed %d step %d: same token, different owner", seed, i)
+					require.Equal(t, prev.Session, l.Session, "seed %d step %d: same token, different session", seed, i)
 				}
-				holder[c.Key] = l
-			} else {
-				delete(holder, c.Key)
+				holder[key] = l
 			}
 		}
 	}

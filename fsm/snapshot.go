@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"cmp"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -17,9 +18,10 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-// snapshotVersion 3 added each key's kind, data and last write; 2 the
-// members section. Versions 1 and 2 are still read.
-const snapshotVersion byte = 3
+// snapshotVersion 4 added each key's session and the sessions section; 3
+// each key's kind, data and last write; 2 the members section. Versions 1
+// to 3 are still read.
+const snapshotVersion byte = 4
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -44,6 +46,7 @@ type tableSnapshot struct {
 	locks                      []keyedLease
 	mem                        []rememberedRelease // in the order remembered
 	members                    map[string]string
+	sessions                   []SessionInfo
 }
 
 // Snapshot copies the table. It is cheap relative to Persist: no sorting, no
@@ -68,6 +71,9 @@ func (t *Table) snapshot() *tableSnapshot {
 	}
 	for k, l := range t.locks {
 		s.locks = append(s.locks, keyedLease{key: k, Lease: *l})
+	}
+	for _, ss := range t.sessions {
+		s.sessions = append(s.sessions, ss.info())
 	}
 	for _, ref := range t.memQueue {
 		if m, ok := t.mem[ref.key]; ok && m.pos == ref.pos {
@@ -96,7 +102,8 @@ func (s *tableSnapshot) Release() {}
 
 // writeTo encodes the snapshot: magic, version, floor, last index, max token,
 // the leases sorted by key, the remembered releases in the order they were
-// remembered, then the members' client addresses sorted by node ID. The same table always gives the same bytes.
+// remembered, the members' client addresses sorted by node ID, then the
+// sessions sorted by ID. The same table always gives the same bytes.
 func (s *tableSnapshot) writeTo(w io.Writer) error {
 	slices.SortFunc(s.locks, func(a, b keyedLease) int { return strings.Compare(a.key, b.key) })
 	buf := make([]byte, 0, 64<<10)
@@ -123,6 +130,7 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 		buf = binary.AppendUvarint(buf, l.TTL)
 		buf = binary.AppendUvarint(buf, l.Version)
 		buf = binary.AppendUvarint(buf, l.Mod)
+		buf = binary.AppendUvarint(buf, l.Session)
 		if err := flush(); err != nil {
 			return err
 		}
@@ -147,6 +155,13 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 		buf = appendString(buf, id)
 		buf = appendString(buf, s.members[id])
 	}
+	slices.SortFunc(s.sessions, func(a, b SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
+	buf = binary.AppendUvarint(buf, uint64(len(s.sessions)))
+	for _, ss := range s.sessions {
+		buf = binary.AppendUvarint(buf, ss.ID)
+		buf = binary.AppendUvarint(buf, ss.TTL)
+		buf = binary.AppendUvarint(buf, ss.Version)
+	}
 	_, err := w.Write(buf)
 	return err
 }
@@ -164,7 +179,7 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.locks, t.mem, t.memQueue, t.members = n.locks, n.mem, n.memQueue, n.members
+	t.locks, t.mem, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memQueue, n.members, n.sessions
 	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
 	return nil
 }
@@ -194,6 +209,9 @@ func decodeLease(d *decoder, version byte) *Lease {
 	}
 	l := &Lease{Kind: Kind(d.byte()), Owner: d.value(), Data: d.value()}
 	l.Token, l.TTL, l.Version, l.Mod = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+	if version >= 4 {
+		l.Session = d.uvarint()
+	}
 	return l
 }
 
@@ -229,7 +247,8 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		l := decodeLease(&d, version)
 		if d.err == nil {
 			if _, dup := t.locks[key]; dup || key == "" || l.Token > t.maxToken || l.Mod > t.floor+t.lastIndex ||
-				!l.Kind.valid() || version < 3 && l.Owner == "" || l.Kind == KindString && l.Data != "" || l.Kind != KindString && l.Owner != "" {
+				!l.Kind.valid() || version < 3 && l.Owner == "" || l.Kind == KindString && l.Data != "" && l.Session == 0 || l.Kind != KindString && l.Owner != "" ||
+				l.Session != 0 && (l.Kind != KindString || l.TTL != 0) {
 				return nil, fmt.Errorf("%w: bad lease for key %q", ErrBadSnapshot, key)
 			}
 			t.locks[key] = l
@@ -265,6 +284,32 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 			}
 			t.members[id] = addr
 		}
+	}
+	var nSessions uint64
+	if version >= 4 {
+		nSessions = d.uvarint()
+	}
+	if d.err == nil && nSessions > uint64(len(d.b)) {
+		return nil, fmt.Errorf("%w: %d sessions in %d bytes", ErrBadSnapshot, nSessions, len(d.b))
+	}
+	for i := uint64(0); i < nSessions && d.err == nil; i++ {
+		s := &Session{ID: d.uvarint(), TTL: d.uvarint(), Version: d.uvarint(), keys: make(map[string]struct{})}
+		if d.err == nil {
+			if _, dup := t.sessions[s.ID]; dup || s.ID == 0 || s.TTL == 0 || s.Version < s.ID || s.Version > t.floor+t.lastIndex {
+				return nil, fmt.Errorf("%w: bad session %d", ErrBadSnapshot, s.ID)
+			}
+			t.sessions[s.ID] = s
+		}
+	}
+	for key, l := range t.locks {
+		if l.Session == 0 || d.err != nil {
+			continue
+		}
+		s := t.sessions[l.Session]
+		if s == nil {
+			return nil, fmt.Errorf("%w: key %q held under session %d, which is not open", ErrBadSnapshot, key, l.Session)
+		}
+		s.keys[key] = struct{}{}
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, d.err)

@@ -63,8 +63,12 @@ type Lease struct {
 	// what a transaction's guard compares.
 	Mod  uint64
 	Kind Kind
-	// Data is the value of a key that is not a string.
+	// Data is the value of a key that is not a string, or the value of a
+	// lock held under a session (an election's leader's value).
 	Data string
+	// Session is the session the lock is held under (zero: none). Such a
+	// lock has no TTL of its own: it lives as long as its session.
+	Session uint64
 	// Deadline is node-local, not replicated state: the server records here
 	// when it timed the lease to run out on its own clock (SetDeadline), so
 	// that a million leases need no second map. Apply never reads it and
@@ -113,12 +117,23 @@ const (
 	Conflict
 	// Written: a put stored its value (Result.Created if the key was new).
 	Written
+	// NoSession: the command named a session that is not open (it ended,
+	// or never was); nothing changed.
+	NoSession
+	// Opened: a session was opened; its ID is Result.Position.
+	Opened
+	// Closed: a session was closed at its holder's request; Result.Sub
+	// has the releases of its locks.
+	Closed
+	// Proclaimed: the holder set its lock's value.
+	Proclaimed
 )
 
 var codeNames = [...]string{Granted: "granted", Renewed: "renewed", Held: "held",
 	Refused: "refused", Extended: "extended", NotHolder: "not-holder",
 	Released: "released", AlreadyReleased: "already-released", Expired: "expired",
-	Revoked: "revoked", Stale: "stale", Recorded: "recorded", Applied: "applied", Conflict: "conflict", Written: "written"}
+	Revoked: "revoked", Stale: "stale", Recorded: "recorded", Applied: "applied", Conflict: "conflict", Written: "written",
+	NoSession: "no-session", Opened: "opened", Closed: "closed", Proclaimed: "proclaimed"}
 
 // String names the outcome.
 func (c Code) String() string {
@@ -140,6 +155,9 @@ const (
 	// WaiterRefused: the key was free but the waiter's release of it is
 	// remembered, so it was not granted.
 	WaiterRefused
+	// WaiterNoSession: the key was free but the session the waiter
+	// acquires under is no longer open, so it was not granted.
+	WaiterNoSession
 )
 
 // Result is what Apply returns for every entry.
@@ -154,7 +172,9 @@ type Result struct {
 	// Waiter is what became of Cmd.Waiter.
 	Waiter WaiterOutcome
 	// Sub holds the outcomes of an applied transaction's commands, in
-	// order (all at Position).
+	// order (all at Position), or of the end of a session: one release,
+	// expiry or revoke for each lock it held, in key order, each with a
+	// command of its own (Cmd) naming the key, its owner and its waiter.
 	Sub []*Result
 	// Created reports that a put made a new key (or replaced one of
 	// another kind, which Freed then names).
@@ -186,6 +206,7 @@ type Table struct {
 	floor     uint64            // added to every index
 	lastIndex uint64            // last applied Raft index
 	maxToken  uint64            // largest token ever granted
+	sessions  map[uint64]*Session
 
 	memWindow uint64
 	memMax    int
@@ -197,6 +218,7 @@ func New() *Table {
 		locks:     make(map[string]*Lease),
 		mem:       make(map[string]released),
 		members:   make(map[string]string),
+		sessions:  make(map[uint64]*Session),
 		memWindow: releaseMemoryWindow,
 		memMax:    releaseMemoryMax,
 	}
@@ -322,6 +344,10 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		}
 		return
 	}
+	if c.Op.isSession() {
+		t.applySession(r, pos, c)
+		return
+	}
 	cur := t.locks[c.Key]
 
 	// An acquire or extend may first end a lease that the leader saw run out.
@@ -333,27 +359,41 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 	switch c.Op {
 	case OpAcquire:
 		switch {
+		case c.Session != 0 && t.sessions[c.Session] == nil:
+			r.Code = NoSession
 		case cur == nil && !c.Redis && t.remembered(c.Key, c.Owner):
 			r.Code = Refused
 		case cur == nil:
-			t.grant(c.Key, c.Owner, c.TTL, pos)
+			t.grant(c.Key, Waiter{Owner: c.Owner, TTL: c.TTL, Session: c.Session}, pos)
+			t.locks[c.Key].Data = c.Data
 			r.Code = Granted
-		case cur.Owner == c.Owner && !c.Redis && cur.Kind == KindString:
+		case cur.holds(c.Owner, c.Session) && !c.Redis && c.Session == 0:
 			cur.TTL, cur.Version, cur.Mod, cur.Deadline = c.TTL, pos, pos, 0
+			r.Code = Renewed
+		case cur.holds(c.Owner, c.Session) && !c.Redis:
+			// Under a session the lock lives as long as the session: a
+			// repeated acquire changes nothing and returns the grant.
 			r.Code = Renewed
 		default:
 			r.Code = Held
 		}
 	case OpExtend:
-		if cur != nil && cur.Owner == c.Owner && cur.Kind == KindString {
+		if cur != nil && cur.holds(c.Owner, 0) {
 			cur.TTL, cur.Version, cur.Mod, cur.Deadline = c.TTL, pos, pos, 0
 			r.Code = Extended
 		} else {
 			r.Code = NotHolder
 		}
+	case OpProclaim:
+		if cur != nil && cur.holds(c.Owner, c.Session) {
+			cur.Data, cur.Mod = c.Data, pos
+			r.Code = Proclaimed
+		} else {
+			r.Code = NotHolder
+		}
 	case OpRelease:
 		switch {
-		case cur != nil && cur.Owner == c.Owner && cur.Kind == KindString:
+		case cur != nil && cur.holds(c.Owner, c.Session):
 			r.Freed = t.free(c.Key, cur)
 			if !c.Redis {
 				t.remember(c.Key, cur.Owner, cur.Token, pos)
@@ -383,13 +423,8 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		}
 	}
 
-	if w := c.Waiter; w != nil && t.locks[c.Key] == nil {
-		if t.remembered(c.Key, w.Owner) {
-			r.Waiter = WaiterRefused
-		} else {
-			t.grant(c.Key, w.Owner, w.TTL, pos)
-			r.Waiter = WaiterGranted
-		}
+	if c.Waiter != nil {
+		r.Waiter = t.handOff(c.Key, c.Waiter, pos)
 	}
 	if c.Op == OpGrant {
 		switch r.Waiter {
@@ -397,6 +432,8 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 			r.Code = Granted
 		case WaiterRefused:
 			r.Code = Refused
+		case WaiterNoSession:
+			r.Code = NoSession
 		default:
 			r.Code = Held
 		}
@@ -404,6 +441,27 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 	if l := t.locks[c.Key]; l != nil {
 		r.Lease = *l
 	}
+}
+
+// holds reports whether owner, under session (zero: none), holds the lock
+// l: a string whose holder is that pair.
+func (l *Lease) holds(owner string, session uint64) bool {
+	return l.Owner == owner && l.Session == session && l.Kind == KindString
+}
+
+// handOff grants key, if it is free, to waiter w at pos, unless w's release
+// of the key is remembered or w's session is not open.
+func (t *Table) handOff(key string, w *Waiter, pos uint64) WaiterOutcome {
+	switch {
+	case t.locks[key] != nil:
+		return WaiterNone
+	case t.remembered(key, w.Owner):
+		return WaiterRefused
+	case w.Session != 0 && t.sessions[w.Session] == nil:
+		return WaiterNoSession
+	}
+	t.grant(key, *w, pos)
+	return WaiterGranted
 }
 
 // put stores c's value under its key. A string gets a new token when it is
@@ -488,14 +546,23 @@ func (t *Table) guard(key string) Guard {
 	return g
 }
 
-func (t *Table) grant(key, owner string, ttl, pos uint64) {
-	// A transaction's grants share its position; every other grant's
-	// position exceeds every earlier one's.
-	t.locks[key] = &Lease{Owner: owner, Token: t.newToken(pos), TTL: ttl, Version: pos, Mod: pos}
+// grant gives key to w at pos; the caller checked that w's session, if it
+// names one, is open.
+func (t *Table) grant(key string, w Waiter, pos uint64) {
+	// A transaction's grants share its position, as do the hand-offs of a
+	// session's end; every other grant's position exceeds every earlier
+	// one's.
+	t.locks[key] = &Lease{Owner: w.Owner, Token: t.newToken(pos), TTL: w.TTL, Version: pos, Mod: pos, Session: w.Session}
+	if w.Session != 0 {
+		t.sessions[w.Session].keys[key] = struct{}{}
+	}
 }
 
 func (t *Table) free(key string, l *Lease) *Lease {
 	delete(t.locks, key)
+	if s := t.sessions[l.Session]; l.Session != 0 && s != nil {
+		delete(s.keys, key)
+	}
 	return l
 }
 

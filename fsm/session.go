@@ -1,0 +1,163 @@
+package fsm
+
+import (
+	"slices"
+)
+
+// Session is a lease of its own that locks can be held under: one
+// keepalive renews it, and its end releases every lock it holds. Its ID is
+// the position of the command that opened it, so IDs are never reused.
+type Session struct {
+	ID  uint64
+	TTL uint64 // milliseconds
+	// Version is the position of the command that last opened or renewed
+	// the session (started its TTL): what an expiry names.
+	Version uint64
+	// Deadline is node-local, as Lease.Deadline is: when the server timed
+	// the session to run out on its own clock (0: not timed yet). Apply
+	// clears it when it renews the session.
+	Deadline int64
+	keys     map[string]struct{} // the locks held under it
+}
+
+// SessionInfo is a copy of a session's replicated state and the number of
+// locks it holds.
+type SessionInfo struct {
+	ID, TTL, Version uint64
+	Deadline         int64
+	Locks            int
+}
+
+func (s *Session) info() SessionInfo {
+	return SessionInfo{ID: s.ID, TTL: s.TTL, Version: s.Version, Deadline: s.Deadline, Locks: len(s.keys)}
+}
+
+// applySession applies a session command.
+func (t *Table) applySession(r *Result, pos uint64, c *Command) {
+	if c.Op == OpSessionOpen {
+		t.sessions[pos] = &Session{ID: pos, TTL: c.TTL, Version: pos, keys: make(map[string]struct{})}
+		r.Code = Opened
+		return
+	}
+	s := t.sessions[c.Session]
+	switch {
+	case c.Op == OpSessionExpire && (s == nil || s.Version != c.Lease.Version):
+		r.Code = Stale
+	case s == nil:
+		r.Code = NoSession
+	case c.Op == OpSessionRenew:
+		s.Version, s.Deadline = pos, 0
+		r.Code = Extended
+	case c.Op == OpSessionClose:
+		t.endSession(r, pos, c, s, OpRelease, Released)
+		r.Code = Closed
+	case c.Op == OpSessionExpire:
+		t.endSession(r, pos, c, s, OpExpire, Expired)
+		r.Code = Expired
+	default: // OpSessionRevoke
+		t.endSession(r, pos, c, s, OpRevoke, Revoked)
+		r.Code = Revoked
+	}
+}
+
+// endSession ends s: each lock it holds, in key order, is freed as a
+// command op of its own would free it (a close remembers the releases, as
+// OpRelease does; an expiry or revoke does not) and handed to its waiter
+// in c.Waiters, if any, at pos. r.Sub gets one result for each lock.
+func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op, code Code) {
+	keys := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	// The session is gone before any hand-off, so that none goes to a
+	// waiter under it.
+	delete(t.sessions, s.ID)
+	waiters := c.Waiters
+	subs := make([]Result, len(keys))
+	cmds := make([]Command, len(keys))
+	r.Sub = make([]*Result, len(keys))
+	for i, k := range keys {
+		l := t.locks[k]
+		cmds[i] = Command{Op: op, Key: k, Owner: l.Owner, Session: s.ID}
+		for len(waiters) > 0 && waiters[0].Key < k {
+			waiters = waiters[1:]
+		}
+		if len(waiters) > 0 && waiters[0].Key == k {
+			w := waiters[0].Waiter
+			cmds[i].Waiter = &w
+		}
+		sub := &subs[i]
+		sub.Position, sub.Cmd, sub.Code = pos, &cmds[i], code
+		sub.Freed = t.free(k, l)
+		if op == OpRelease {
+			t.remember(k, l.Owner, l.Token, pos)
+		}
+		if w := cmds[i].Waiter; w != nil {
+			sub.Waiter = t.handOff(k, w, pos)
+		}
+		if nl := t.locks[k]; nl != nil {
+			sub.Lease = *nl
+		}
+		r.Sub[i] = sub
+	}
+}
+
+// Session returns the session id, if it is open.
+func (t *Table) Session(id uint64) (SessionInfo, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	s, ok := t.sessions[id]
+	if !ok {
+		return SessionInfo{}, false
+	}
+	return s.info(), true
+}
+
+// SessionKeys returns the keys of the locks held under session id, in
+// increasing order, and whether the session is open.
+func (t *Table) SessionKeys(id uint64) ([]string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	s, ok := t.sessions[id]
+	if !ok {
+		return nil, false
+	}
+	keys := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, true
+}
+
+// SetSessionDeadline records the node-local deadline of session id if it
+// is still at version; it reports whether it was.
+func (t *Table) SetSessionDeadline(id, version uint64, deadline int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.sessions[id]
+	if !ok || s.Version != version {
+		return false
+	}
+	s.Deadline = deadline
+	return true
+}
+
+// SetSessionDeadlines sets every session's node-local deadline to what fn
+// returns for it, while holding the table's lock: fn must not call back
+// into the table.
+func (t *Table) SetSessionDeadlines(fn func(s SessionInfo) int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.sessions {
+		s.Deadline = fn(s.info())
+	}
+}
+
+// Sessions returns the number of open sessions.
+func (t *Table) Sessions() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.sessions)
+}
