@@ -2,8 +2,8 @@ package fsm
 
 import (
 	"bufio"
-	"cmp"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
