@@ -145,6 +145,8 @@ type Waiter struct {
 	// Session, if not zero, is the session the waiter acquires under; the
 	// hand-off is refused if it is no longer open.
 	Session uint64
+	// Value is the lock's value once granted (under a session only).
+	Value string
 }
 
 // KeyWaiter is a waiter for one of the keys a session's end frees.
@@ -303,6 +305,7 @@ func (c Command) Encode(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, c.Session)
 		if c.Waiter != nil {
 			dst = binary.AppendUvarint(dst, c.Waiter.Session)
+			dst = appendValue(dst, c.Waiter.Value)
 		}
 		if c.Op == OpAcquire || c.Op == OpProclaim {
 			dst = appendValue(dst, c.Data)
@@ -315,6 +318,7 @@ func (c Command) Encode(dst []byte) []byte {
 			dst = appendString(dst, w.Owner)
 			dst = binary.AppendUvarint(dst, w.TTL)
 			dst = binary.AppendUvarint(dst, w.Session)
+			dst = appendValue(dst, w.Value)
 		}
 	}
 	return dst
@@ -368,6 +372,7 @@ func Decode(b []byte) (Command, error) {
 		c.Session = d.uvarint()
 		if c.Waiter != nil {
 			c.Waiter.Session = d.uvarint()
+			c.Waiter.Value = d.value()
 		}
 		if c.Op == OpAcquire || c.Op == OpProclaim {
 			c.Data = d.value()
@@ -383,7 +388,7 @@ func Decode(b []byte) (Command, error) {
 		}
 		for i := uint64(0); i < n && d.err == nil; i++ {
 			w := KeyWaiter{Key: d.string()}
-			w.Owner, w.TTL, w.Session = d.string(), d.uvarint(), d.uvarint()
+			w.Owner, w.TTL, w.Session, w.Value = d.string(), d.uvarint(), d.uvarint(), d.value()
 			if d.err == nil && (w.Key == "" || w.Owner == "" || len(c.Waiters) > 0 && w.Key <= c.Waiters[len(c.Waiters)-1].Key) {
 				return Command{}, fmt.Errorf("%w: session waiters not in increasing key order", ErrBadEntry)
 			}
@@ -479,12 +484,12 @@ func DecodeEntry(b []byte) ([]Command, error) {
 const minEncodedLen = 1 + 3 + 2 + 1 + 1
 
 // minKeyWaiterLen is the fewest bytes a session end's waiter takes: a key
-// and an owner of one byte, a TTL and a session.
-const minKeyWaiterLen = 2 + 2 + 1 + 1
+// and an owner of one byte, a TTL, a session and an empty value.
+const minKeyWaiterLen = 2 + 2 + 1 + 1 + 1
 
 // validate checks the fields each operation needs.
 func (c *Command) validate() error {
-	if c.Op.isSession() {
+	if c.Op.IsSession() {
 		return c.validateSession()
 	}
 	if len(c.Waiters) > 0 {
@@ -500,8 +505,9 @@ func (c *Command) validate() error {
 		return fmt.Errorf("%w: %s under a session with a TTL or Redis flag", ErrBadEntry, c.Op)
 	case c.Data != "" && c.Op == OpAcquire && c.Session == 0:
 		return fmt.Errorf("%w: acquire value outside a session", ErrBadEntry)
-	case c.Waiter != nil && c.Waiter.Session != 0 && c.Waiter.TTL != 0:
-		return fmt.Errorf("%w: waiter under a session with a TTL", ErrBadEntry)
+	case c.Waiter != nil && c.Waiter.Session != 0 && c.Waiter.TTL != 0,
+		c.Waiter != nil && c.Waiter.Session == 0 && c.Waiter.Value != "":
+		return fmt.Errorf("%w: waiter under a session with a TTL, or with a value outside one", ErrBadEntry)
 	}
 	if c.Waiter != nil && c.Waiter.Owner == "" {
 		return fmt.Errorf("%w: waiter without owner", ErrBadEntry)
@@ -550,9 +556,9 @@ func (c *Command) validate() error {
 	return nil
 }
 
-// isSession reports whether o is one of the session commands, which name a
+// IsSession reports whether o is one of the session commands, which name a
 // session and no key.
-func (o Op) isSession() bool { return o >= OpSessionOpen && o <= OpSessionRevoke }
+func (o Op) IsSession() bool { return o >= OpSessionOpen && o <= OpSessionRevoke }
 
 // validateSession checks a session command: no key, owner or Redis flag;
 // an open has a TTL and no session, the others a session; only an end has
@@ -570,7 +576,7 @@ func (c *Command) validateSession() error {
 		bad = bad || c.TTL != 0 || c.Session == 0 || c.Lease != nil
 	}
 	for _, w := range c.Waiters {
-		if w.Session != 0 && w.TTL != 0 {
+		if w.Session != 0 && w.TTL != 0 || w.Session == 0 && w.Value != "" {
 			bad = true
 		}
 	}
@@ -633,7 +639,7 @@ func (c Command) encodedLen() int {
 	if c.hasSessionPart() {
 		n += uvarintLen(c.Session)
 		if c.Waiter != nil {
-			n += uvarintLen(c.Waiter.Session)
+			n += uvarintLen(c.Waiter.Session) + stringLen(c.Waiter.Value)
 		}
 		if c.Op == OpAcquire || c.Op == OpProclaim {
 			n += stringLen(c.Data)
@@ -642,7 +648,7 @@ func (c Command) encodedLen() int {
 	if len(c.Waiters) > 0 {
 		n += uvarintLen(uint64(len(c.Waiters)))
 		for _, w := range c.Waiters {
-			n += stringLen(w.Key) + stringLen(w.Owner) + uvarintLen(w.TTL) + uvarintLen(w.Session)
+			n += stringLen(w.Key) + stringLen(w.Owner) + uvarintLen(w.TTL) + uvarintLen(w.Session) + stringLen(w.Value)
 		}
 	}
 	return n
@@ -737,7 +743,7 @@ func decodeTxn(d decoder) (Command, error) {
 		if err != nil {
 			return Command{}, fmt.Errorf("command %d of the txn: %w", len(t.Cmds), err)
 		}
-		if c.Op == OpMember || c.Op.isSession() || c.hasSessionPart() {
+		if c.Op == OpMember || c.Op.IsSession() || c.hasSessionPart() {
 			return Command{}, fmt.Errorf("%w: member or session command in a txn", ErrBadEntry)
 		}
 		t.Cmds = append(t.Cmds, c)

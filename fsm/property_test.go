@@ -76,7 +76,11 @@ func randomCommands(rng *rand.Rand, n int) []Command {
 // or proclaim under a session, or a command with a waiter under one.
 func randomSessionCommand(rng *rand.Rand, c Command, keys, owners []string, session func() uint64, opened *[]uint64, i int) Command {
 	waiter := func() *Waiter {
-		return &Waiter{Owner: owners[rng.Intn(len(owners))], Session: session()}
+		w := &Waiter{Owner: owners[rng.Intn(len(owners))], Session: session()}
+		if w.Session != 0 && rng.Intn(2) == 0 {
+			w.Value = "wv"
+		}
+		return w
 	}
 	switch rng.Intn(9) {
 	case 0, 1:
@@ -112,7 +116,7 @@ func randomSessionCommand(rng *rand.Rand, c Command, keys, owners []string, sess
 				if rng.Intn(2) == 0 {
 					w := *waiter()
 					if w.Session == 0 {
-						w.TTL = 1000
+						w.TTL, w.Value = 1000, ""
 					}
 					c.Waiters = append(c.Waiters, KeyWaiter{Key: k, Waiter: w})
 				}
@@ -134,7 +138,7 @@ func TestPropertyTokensAndExclusion(t *testing.T) {
 		holder := map[string]Lease{}
 		for i, c := range randomCommands(rng, 300) {
 			r := a.apply(t, c)
-			if !c.Op.isSession() {
+			if !c.Op.IsSession() {
 				l, held := a.t.Get(c.Key)
 				require.Equal(t, held, r.Lease.Token != 0, "seed %d step %d", seed, i)
 				_ = l
@@ -152,7 +156,7 @@ func TestPropertyTokensAndExclusion(t *testing.T) {
 				}
 				if !held {
 					if wasHeld {
-						require.True(t, c.Key == key || c.Op.isSession(), "seed %d step %d: %s freed by a command on %q", seed, i, key, c.Key)
+						require.True(t, c.Key == key || c.Op.IsSession(), "seed %d step %d: %s freed by a command on %q", seed, i, key, c.Key)
 					}
 					delete(holder, key)
 					continue

@@ -344,7 +344,7 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		}
 		return
 	}
-	if c.Op.isSession() {
+	if c.Op.IsSession() {
 		t.applySession(r, pos, c)
 		return
 	}
@@ -364,8 +364,7 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		case cur == nil && !c.Redis && t.remembered(c.Key, c.Owner):
 			r.Code = Refused
 		case cur == nil:
-			t.grant(c.Key, Waiter{Owner: c.Owner, TTL: c.TTL, Session: c.Session}, pos)
-			t.locks[c.Key].Data = c.Data
+			t.grant(c.Key, Waiter{Owner: c.Owner, TTL: c.TTL, Session: c.Session, Value: c.Data}, pos)
 			r.Code = Granted
 		case cur.holds(c.Owner, c.Session) && !c.Redis && c.Session == 0:
 			cur.TTL, cur.Version, cur.Mod, cur.Deadline = c.TTL, pos, pos, 0
@@ -552,7 +551,7 @@ func (t *Table) grant(key string, w Waiter, pos uint64) {
 	// A transaction's grants share its position, as do the hand-offs of a
 	// session's end; every other grant's position exceeds every earlier
 	// one's.
-	t.locks[key] = &Lease{Owner: w.Owner, Token: t.newToken(pos), TTL: w.TTL, Version: pos, Mod: pos, Session: w.Session}
+	t.locks[key] = &Lease{Owner: w.Owner, Token: t.newToken(pos), TTL: w.TTL, Version: pos, Mod: pos, Session: w.Session, Data: w.Value}
 	if w.Session != 0 {
 		t.sessions[w.Session].keys[key] = struct{}{}
 	}

@@ -172,7 +172,7 @@ func TestPropertyTxnAllOrNothing(t *testing.T) {
 		for i := 0; i < 40; i++ {
 			d := a.t.Draft()
 			for _, c := range randomCommands(rng, 1+rng.Intn(4)) {
-				if c.Op == OpMember || c.Op.isSession() || c.hasSessionPart() {
+				if c.Op == OpMember || c.Op.IsSession() || c.hasSessionPart() {
 					continue
 				}
 				if _, err := d.Apply(c); err != nil {

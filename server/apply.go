@@ -56,8 +56,12 @@ func (a *applier) applyLocked(l *raft.Log) interface{} {
 }
 
 func (a *applier) resultLocked(r *fsm.Result) {
-	if r.Cmd.Op == fsm.OpTxn {
-		// Each command of an applied transaction as if it stood alone.
+	if r.Cmd.Op.IsSession() {
+		a.grants.sessionAppliedLocked(r)
+	}
+	if r.Cmd.Op == fsm.OpTxn || r.Cmd.Op.IsSession() {
+		// Each command of an applied transaction, and each release of a
+		// session's end, as if it stood alone.
 		for _, s := range r.Sub {
 			a.resultLocked(s)
 		}

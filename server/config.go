@@ -73,6 +73,11 @@ type Config struct {
 	// the number in flight (it is a resource guard, not an invariant). The
 	// default is 1000000.
 	MaxLocks int
+	// MaxSessions bounds the sessions open at once, MaxSessionLocks the
+	// locks one session holds; an open or acquire beyond them is refused
+	// with ErrLimit (checked before proposing, as MaxLocks is). The
+	// defaults are 100000 and 10000.
+	MaxSessions, MaxSessionLocks int
 	// MaxValueSize bounds one value a Redis-compatible command or script
 	// stores (a string, or a whole hash, sorted set or list as encoded), in
 	// bytes; at most fsm.MaxValueLen. The default is 512 KiB.
@@ -128,6 +133,8 @@ func DefaultConfig() Config {
 		MaxKeyLen:         1024,
 		MaxOwnerLen:       1024,
 		MaxLocks:          1000000,
+		MaxSessions:       100000,
+		MaxSessionLocks:   10000,
 		MaxValueSize:      512 << 10,
 		MaxWriteSize:      1 << 20,
 		MaxBatch:          1024,
@@ -239,6 +246,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxLocks <= 0 {
 		bad("MaxLocks", "must be positive, got %d", c.MaxLocks)
+	}
+	if c.MaxSessions <= 0 {
+		bad("MaxSessions", "must be positive, got %d", c.MaxSessions)
+	}
+	if c.MaxSessionLocks <= 0 {
+		bad("MaxSessionLocks", "must be positive, got %d", c.MaxSessionLocks)
 	}
 	for i, q := range c.Quotas {
 		if q.Pattern == "" || q.Max <= 0 {

@@ -49,6 +49,10 @@ var (
 	// ErrLimit means a configured limit (Config.MaxLocks) refused the
 	// request; nothing was proposed.
 	ErrLimit = errors.New("server: limit reached")
+	// ErrNoSession means the request named a session that is not open (it
+	// expired, was closed or revoked, or never was); nothing was done. Open
+	// a new session.
+	ErrNoSession = errors.New("server: no such session")
 )
 
 // NotLeaderError is returned when a command reaches a node that is not the

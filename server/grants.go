@@ -37,6 +37,8 @@ type grants struct {
 	propose  func(fsm.Command)
 	kick     func()
 	maxLocks int
+	// maxSessionLocks bounds the locks one session holds.
+	maxSessionLocks int
 
 	mu    sync.Mutex
 	ready bool // leader that has applied its whole log and restarted leases
@@ -47,6 +49,7 @@ type grants struct {
 	changed   chan struct{} // closed and replaced when leadership or readiness changes
 	closed    bool
 	leases    *lessor
+	sessions  *sessionTimers
 	quotas    *quotas // held locks per Config.Quotas pattern
 	waits     *waitQueues
 	live      map[ownerKey]int // acquires in progress per (key, owner)
@@ -63,7 +66,7 @@ type grants struct {
 type ownerKey struct{ key, owner string }
 
 func newGrants(table *fsm.Table, log *slog.Logger, q []Quota, maxLocks int) *grants {
-	return &grants{
+	g := &grants{
 		table:    table,
 		log:      log,
 		maxLocks: maxLocks,
@@ -74,6 +77,8 @@ func newGrants(table *fsm.Table, log *slog.Logger, q []Quota, maxLocks int) *gra
 		live:     make(map[ownerKey]int),
 		granting: make(map[string]bool),
 	}
+	g.sessions = newSessionTimers(g.leases)
+	return g
 }
 
 // readyLocked reports whether the node is a ready leader: the watcher made it
@@ -122,7 +127,9 @@ func (g *grants) becomeReady(term uint64, restart bool) bool {
 		return false
 	}
 	if restart {
-		g.leases.restartAll(time.Now())
+		now := time.Now()
+		g.leases.restartAll(now)
+		g.sessions.restartAll(now)
 	}
 	g.ready, g.readyTerm = true, term
 	g.signalChangedLocked()
@@ -168,9 +175,33 @@ func (g *grants) headWaiter(key string) *fsm.Waiter {
 
 func (g *grants) headWaiterLocked(key string) *fsm.Waiter {
 	if w := g.waits.head(key); w != nil {
-		return &fsm.Waiter{Owner: w.owner, TTL: w.ttl}
+		return &fsm.Waiter{Owner: w.owner, TTL: w.ttl, Session: w.session, Value: w.value}
 	}
 	return nil
+}
+
+// sessionWaitBudget bounds the bytes of waiters a session's end carries:
+// the keys beyond it are freed without a hand-off, and appliedLocked hands
+// each to its head waiter in an entry of its own right after.
+const sessionWaitBudget = 1 << 20
+
+// sessionWaitersLocked returns the head waiter of each of session id's
+// keys that has one, in key order, up to sessionWaitBudget bytes.
+func (g *grants) sessionWaitersLocked(id uint64) []fsm.KeyWaiter {
+	keys, _ := g.table.SessionKeys(id)
+	var out []fsm.KeyWaiter
+	size := 0
+	for _, k := range keys {
+		w := g.headWaiterLocked(k)
+		if w == nil {
+			continue
+		}
+		if size += len(k) + len(w.Owner) + 24; size > sessionWaitBudget {
+			break
+		}
+		out = append(out, fsm.KeyWaiter{Key: k, Waiter: *w})
+	}
+	return out
 }
 
 // expired returns the ref of key's lease if it has run out on this leader
@@ -194,7 +225,14 @@ func (g *grants) lease(key string) (l fsm.Lease, held bool, remaining time.Durat
 	defer g.mu.Unlock()
 	l, held = g.table.Get(key)
 	if held {
-		remaining = g.leases.remaining(l, time.Now())
+		now := time.Now()
+		remaining = g.leases.remaining(l, now)
+		if l.Session != 0 {
+			// Held until its session's end commits, and at least
+			// until the session runs out.
+			rem, _ := g.sessionRemainingLocked(l.Session, now)
+			remaining = max(rem, time.Millisecond)
+		}
 	}
 	return l, held, remaining
 }
@@ -227,20 +265,32 @@ func (g *grants) due() ([]fsm.Command, time.Duration) {
 			c.Waiter = g.headWaiterLocked(d.key)
 			cmds = append(cmds, c)
 		}
+		for _, d := range g.sessions.due(now) {
+			cmds = append(cmds, fsm.Command{Op: fsm.OpSessionExpire, Session: d.id,
+				Lease: &fsm.LeaseRef{Version: d.version}, Waiters: g.sessionWaitersLocked(d.id)})
+		}
 	}
 	wait := time.Hour
 	if next, ok := g.leases.next(); ok && ready {
 		wait = max(next.Sub(now), 0)
 	}
+	if next, ok := g.sessions.next(); ok && ready {
+		wait = min(wait, max(next.Sub(now), 0))
+	}
 	g.armed = now.Add(wait)
 	return cmds, wait
 }
 
-// retryExpire times key's lease ref again after its Expire failed to commit.
-func (g *grants) retryExpire(key string, ref fsm.LeaseRef) {
+// retryExpire times the lease or session c (an Expire or SessionExpire)
+// ends again after c failed to commit.
+func (g *grants) retryExpire(c fsm.Command) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.leases.retry(key, ref, time.Now())
+	if c.Op == fsm.OpSessionExpire {
+		g.sessions.retry(c.Session, c.Lease.Version, time.Now())
+		return
+	}
+	g.leases.retry(c.Key, *c.Lease, time.Now())
 }
 
 // grantFailed notes that the OpGrant of key did not commit.
@@ -255,7 +305,9 @@ func (g *grants) grantFailed(key string) {
 // full TTL, and the quotas are counted again.
 func (g *grants) restoredLocked() {
 	g.quotas.recount(g.table)
-	g.leases.restartAll(time.Now())
+	now := time.Now()
+	g.leases.restartAll(now)
+	g.sessions.restartAll(now)
 	g.kick()
 }
 
@@ -274,6 +326,37 @@ func (g *grants) unlockAndYieldToGranted() {
 	if granted {
 		runtime.Gosched()
 	}
+}
+
+// sessionAppliedLocked times a session an entry opened or renewed, and
+// forgets one it ended; the locks an end freed follow as results of their
+// own (appliedLocked, for each of r.Sub).
+func (g *grants) sessionAppliedLocked(r *fsm.Result) {
+	switch r.Code {
+	case fsm.Opened, fsm.Extended:
+		id := r.Cmd.Session
+		if r.Code == fsm.Opened {
+			id = r.Position
+		}
+		if s, ok := g.table.Session(id); ok && (g.ready || !faultActive("skip-lease-restart")) {
+			g.sessions.set(id, s.Version, s.TTL, time.Now())
+			if d, ok := g.sessions.next(); ok && g.ready && d.Before(g.armed) {
+				g.kick()
+			}
+		}
+	case fsm.Closed, fsm.Expired, fsm.Revoked:
+		g.sessions.ended(r.Cmd.Session)
+	}
+}
+
+// sessionRemainingLocked returns how long session id has left on this
+// node's lease clock, and whether it is open.
+func (g *grants) sessionRemainingLocked(id uint64, now time.Time) (time.Duration, bool) {
+	s, ok := g.table.Session(id)
+	if !ok {
+		return 0, false
+	}
+	return g.sessions.remaining(s, now), true
 }
 
 // appliedLocked updates lease timers, quotas and waiters after an entry.
@@ -309,11 +392,12 @@ func (g *grants) appliedLocked(r *fsm.Result) {
 		g.answerWaiterLocked(r)
 	}
 	if r.Lease.Token == 0 && !g.granting[key] && g.readyLocked() {
-		if w := g.waits.head(key); w != nil {
+		if w := g.headWaiterLocked(key); w != nil {
 			// The key is free but someone waits: the entry that freed it was
-			// proposed before the waiter queued. Hand it over now.
+			// proposed before the waiter queued (or was a session's end
+			// that carried no waiter for it). Hand it over now.
 			g.granting[key] = true
-			g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: &fsm.Waiter{Owner: w.owner, TTL: w.ttl}})
+			g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
 		}
 	}
 }
@@ -341,6 +425,10 @@ func (g *grants) answerWaiterLocked(r *fsm.Result) {
 	case fsm.WaiterRefused:
 		if w := g.waits.take(key, owner); w != nil {
 			w.answer(waitOutcome{})
+		}
+	case fsm.WaiterNoSession:
+		if w := g.waits.take(key, owner); w != nil {
+			w.answer(waitOutcome{err: ErrNoSession})
 		}
 	}
 }
@@ -433,7 +521,8 @@ const (
 // request may wait), or a refusal (the key's lease ran out but waiters come
 // first; the expiry hands it to them), or an error (a key of another kind,
 // a limit).
-func (g *grants) plan(key, owner string, ttl uint64, waits, redis bool) acquireStep {
+func (g *grants) plan(a acquireReq, waits bool) acquireStep {
+	key, owner, ttl := a.key, a.owner, a.ttl
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.readyLocked() {
@@ -441,18 +530,27 @@ func (g *grants) plan(key, owner string, ttl uint64, waits, redis bool) acquireS
 		// wait on a node nothing grants on.
 		return acquireStep{act: actNotReady}
 	}
-	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl, Redis: redis}
+	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl, Redis: a.redis, Session: a.session, Data: a.value}
 	l, held := g.table.Get(key)
 	if held && l.Kind != fsm.KindString {
 		return acquireStep{act: actFail, err: ErrWrongType}
 	}
+	if a.session != 0 {
+		s, open := g.table.Session(a.session)
+		switch {
+		case !open:
+			return acquireStep{act: actFail, err: ErrNoSession}
+		case s.Locks >= g.maxSessionLocks && !(held && l.Owner == owner && l.Session == a.session):
+			return acquireStep{act: actFail, err: fmt.Errorf("%w: the session holds its maximum of %d locks", ErrLimit, g.maxSessionLocks)}
+		}
+	}
 	queued := g.waits.head(key) != nil
 	expired := held && g.leases.remaining(l, time.Now()) <= 0
 	switch {
-	case queued && (!held || l.Owner != owner || expired):
+	case queued && (!held || l.Owner != owner || l.Session != a.session || expired):
 		// Waiters come first, also before a holder whose lease ran out.
 		if waits {
-			return acquireStep{act: actQueue, waiter: g.enqueueLocked(key, owner, ttl)}
+			return acquireStep{act: actQueue, waiter: g.enqueueLocked(a)}
 		}
 		if expired {
 			return acquireStep{act: actRefuse}
@@ -472,22 +570,31 @@ func (g *grants) plan(key, owner string, ttl uint64, waits, redis bool) acquireS
 
 // queueBehind queues an acquire that found key held by another owner,
 // unless the lock changed hands since or the node no longer leads; nil then.
-func (g *grants) queueBehind(key, owner string, ttl uint64) *waiter {
+func (g *grants) queueBehind(a acquireReq) *waiter {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if l, held := g.table.Get(key); held && l.Owner != owner && g.readyLocked() {
-		return g.enqueueLocked(key, owner, ttl)
+	if l, held := g.table.Get(a.key); held && !(l.Owner == a.owner && l.Session == a.session) && g.readyLocked() {
+		return g.enqueueLocked(a)
 	}
 	return nil
 }
 
-func (g *grants) enqueueLocked(key, owner string, ttl uint64) *waiter {
-	w := &waiter{key: key, owner: owner, ttl: ttl, done: make(chan waitOutcome, 1)}
+// acquireReq is an acquire as plan and the wait queue see it.
+type acquireReq struct {
+	key, owner string
+	ttl        uint64 // milliseconds; zero under a session
+	session    uint64 // zero: none
+	value      string // the lock's value under a session
+	redis      bool
+}
+
+func (g *grants) enqueueLocked(a acquireReq) *waiter {
+	w := &waiter{key: a.key, owner: a.owner, ttl: a.ttl, session: a.session, value: a.value, done: make(chan waitOutcome, 1)}
 	g.waits.add(w)
-	if _, held := g.table.Get(key); !held && !g.granting[key] && g.waits.head(key) == w {
+	if _, held := g.table.Get(a.key); !held && !g.granting[a.key] && g.waits.head(a.key) == w {
 		// Freed between our look and now: hand it over.
-		g.granting[key] = true
-		g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: &fsm.Waiter{Owner: owner, TTL: ttl}})
+		g.granting[a.key] = true
+		g.propose(fsm.Command{Op: fsm.OpGrant, Key: a.key, Waiter: &fsm.Waiter{Owner: a.owner, TTL: a.ttl, Session: a.session, Value: a.value}})
 	}
 	return w
 }

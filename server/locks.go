@@ -18,6 +18,10 @@ type Grant struct {
 type Status struct {
 	Owner string
 	Token uint64
+	// Session is the session the lock is held under (zero: none), and
+	// Value its value there (an election's leader's value).
+	Session uint64
+	Value   string
 	// Remaining is the time left on the leader's clock; NoExpiry for a
 	// string stored without a TTL (by a Redis-compatible SET).
 	Remaining time.Duration
@@ -33,7 +37,7 @@ const NoExpiry = forever
 // wait passes. A newer wait by the same owner takes the older one's place in
 // the line.
 func (n *Node) Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (g Grant, granted bool, err error) {
-	return n.acquire(ctx, key, owner, ttl, wait, false)
+	return n.acquire(ctx, acquireReq{key: key, owner: owner, ttl: uint64(ttl / time.Millisecond)}, ttl, wait)
 }
 
 // AcquireRedis grants key to value for ttl with the semantics of Redis's
@@ -41,12 +45,23 @@ func (n *Node) Acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 // same value, and a release by value is not remembered, so the value may take
 // the key again after releasing it. The grant carries a token like any other.
 func (n *Node) AcquireRedis(ctx context.Context, key, value string, ttl time.Duration) (Grant, bool, error) {
-	return n.acquire(ctx, key, value, ttl, 0, true)
+	return n.acquire(ctx, acquireReq{key: key, owner: value, ttl: uint64(ttl / time.Millisecond), redis: true}, ttl, 0)
 }
 
-func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Duration, redis bool) (g Grant, granted bool, err error) {
+// acquire is Acquire of a: under a session if a names one (ttl is then
+// zero: the lock lives as long as the session).
+func (n *Node) acquire(ctx context.Context, a acquireReq, ttl, wait time.Duration) (g Grant, granted bool, err error) {
 	defer func(start time.Time) { n.metrics.observe("acquire", start, granted, err) }(time.Now())
-	if err := n.checkLease(key, owner, ttl); err != nil {
+	key, owner := a.key, a.owner
+	if a.session != 0 {
+		err = n.checkNames(key, owner)
+		if err == nil && len(a.value) > n.cfg.MaxOwnerLen {
+			err = invalid("value", "%d bytes, longer than %d", len(a.value), n.cfg.MaxOwnerLen)
+		}
+	} else {
+		err = n.checkLease(key, owner, ttl)
+	}
+	if err != nil {
 		return Grant{}, false, err
 	}
 	if wait < 0 || wait > n.cfg.MaxWait {
@@ -59,11 +74,10 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 	n.grants.begin(ok)
 	defer func() { n.grants.end(ok, g.Token) }()
 
-	ttlMS := uint64(ttl / time.Millisecond)
 	waitEnd := time.Now().Add(wait)
 	faultPoint("acquire-ready", key)
 	for {
-		step := n.grants.plan(key, owner, ttlMS, wait > 0, redis)
+		step := n.grants.plan(a, wait > 0)
 		switch step.act {
 		case actNotReady:
 			// Ask again: NotLeaderError, or ready once more in a new term.
@@ -87,12 +101,14 @@ func (n *Node) acquire(ctx context.Context, key, owner string, ttl, wait time.Du
 			return Grant{Token: r.Lease.Token, TTL: ttl}, true, nil
 		case fsm.Refused:
 			return Grant{}, false, nil
+		case fsm.NoSession:
+			return Grant{}, false, ErrNoSession
 		}
 		if wait <= 0 || !time.Now().Before(waitEnd) {
 			return Grant{}, false, nil
 		}
 		// Held: queue, unless the lock changed hands since the entry.
-		if w := n.grants.queueBehind(key, owner, ttlMS); w != nil {
+		if w := n.grants.queueBehind(a); w != nil {
 			return n.awaitGrant(ctx, w, waitEnd)
 		}
 	}
@@ -148,6 +164,10 @@ func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration)
 // release of it is remembered (a repeated release). (A release with Redis's
 // semantics, not remembered, is Tx.Release.)
 func (n *Node) Release(ctx context.Context, key, owner string) (released bool, err error) {
+	return n.release(ctx, key, owner, 0)
+}
+
+func (n *Node) release(ctx context.Context, key, owner string, session uint64) (released bool, err error) {
 	defer func(start time.Time) { n.metrics.observe("release", start, released, err) }(time.Now())
 	if err := n.checkNames(key, owner); err != nil {
 		return false, err
@@ -155,7 +175,7 @@ func (n *Node) Release(ctx context.Context, key, owner string) (released bool, e
 	if err := n.waitReady(ctx); err != nil {
 		return false, err
 	}
-	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Waiter: n.grants.headWaiter(key)}
+	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Session: session, Waiter: n.grants.headWaiter(key)}
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err
@@ -202,7 +222,7 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 	if rem <= 0 && !faultActive("stale-reads") {
 		return Status{}, false, nil
 	}
-	return Status{Owner: l.Owner, Token: l.Token, Remaining: rem}, true, nil
+	return Status{Owner: l.Owner, Token: l.Token, Remaining: rem, Session: l.Session, Value: l.Data}, true, nil
 }
 
 // verifyLeader waits until this node is a ready leader and has confirmed,

@@ -106,7 +106,7 @@ func (n *Node) proposeExpires(cmds []fsm.Command) {
 	retry := false
 	for i, ch := range errs {
 		if err := <-ch; err != nil {
-			n.grants.retryExpire(cmds[i].Key, *cmds[i].Lease)
+			n.grants.retryExpire(cmds[i])
 			retry = true
 			n.log.Debug("expire not committed", "key", cmds[i].Key, "err", err)
 		}

@@ -42,6 +42,11 @@ var opOutcomes = map[string][2]string{
 	"acquire": {"granted", "not_granted"},
 	"extend":  {"extended", "not_holder"},
 	"release": {"released", "not_holder"},
+	// Sessions: opened; kept alive or gone; closed (revoked) or not open.
+	"session-open":      {"opened", "not_opened"},
+	"session-keepalive": {"alive", "no_session"},
+	"session-close":     {"closed", "no_session"},
+	"session-revoke":    {"revoked", "no_session"},
 }
 
 // raftStates are the states reported by fencer_raft_state.
@@ -52,7 +57,7 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencer_requests_total",
-			Help: "Acquire, extend and release requests served by this node, by op and outcome (granted/not_granted, extended/not_holder, released/not_holder, error).",
+			Help: "Acquire, extend, release and session requests served by this node, by op and outcome (granted/not_granted, extended/not_holder, released/not_holder, opened, alive/no_session, closed/no_session, revoked/no_session, error).",
 		}, []string{"op", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fencer_request_duration_seconds",

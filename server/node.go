@@ -87,6 +87,7 @@ func Open(cfg Config) (*Node, error) {
 		latches: newLatches(),
 	}
 	n.grants = newGrants(n.table, n.log, cfg.Quotas, cfg.MaxLocks)
+	n.grants.maxSessionLocks = cfg.MaxSessionLocks
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
 	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics}
 	if err := n.startRaft(); err != nil {

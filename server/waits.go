@@ -14,7 +14,9 @@ type waitQueues struct {
 // blocks delivering to it.
 type waiter struct {
 	key, owner string
-	ttl        uint64 // milliseconds
+	ttl        uint64 // milliseconds; zero under a session
+	session    uint64 // the session it acquires under (zero: none)
+	value      string // the lock's value under the session
 	done       chan waitOutcome
 	answered   bool
 }

@@ -69,6 +69,8 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.DurationVar(&n.DefaultLockTTL, "default-lock-ttl", n.DefaultLockTTL, "lease of a lock taken by SETNX, or SET NX without PX/EX (Redis would keep it forever)")
 	f.BoolVar(&b.RedlockMultiEndpoint, "redlock-multi-endpoint", b.RedlockMultiEndpoint, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
 	f.IntVar(&n.MaxLocks, "max-locks", n.MaxLocks, "most locks held in total; an acquire of a free lock beyond it is refused")
+	f.IntVar(&n.MaxSessions, "max-sessions", n.MaxSessions, "most sessions open at once; an open beyond it is refused")
+	f.IntVar(&n.MaxSessionLocks, "max-session-locks", n.MaxSessionLocks, "most locks one session holds; an acquire beyond it is refused")
 	f.IntVar(&n.MaxValueSize, "max-value-size", n.MaxValueSize, "largest value a Redis command or script stores, in bytes (a string, or a whole hash, sorted set, list or set)")
 	f.IntVar(&n.MaxWriteSize, "max-write-size", n.MaxWriteSize, "most bytes one Redis command or script writes in all (its Raft entry)")
 	f.DurationVar(&b.ScriptTimeLimit, "script-time-limit", b.ScriptTimeLimit, "longest a Lua script may run; a script stopped by it has no effect")
@@ -143,7 +145,7 @@ var flagOf = map[string]string{
 	"ID": "--id", "DataDir": "--data-dir", "ClientAddr": "--advertise",
 	"RaftAddr": "--raft-listen", "RaftAdvertise": "--raft-advertise",
 	"MinTTL": "--min-ttl", "MaxTTL": "--max-ttl", "MaxWait": "--max-wait",
-	"MaxLocks": "--max-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",
+	"MaxLocks": "--max-locks", "MaxSessions": "--max-sessions", "MaxSessionLocks": "--max-session-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",
 	"MaxBatch": "--max-batch", "Quotas": "--users", "SnapshotThreshold": "--snapshot-threshold",
 	"SnapshotInterval": "--snapshot-interval", "TrailingLogs": "--raft-trailing-logs",
 	"RaftLogLevel": "--raft-log-level",
