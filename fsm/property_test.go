@@ -212,7 +212,7 @@ func TestBatchesActAsSeparateEntries(t *testing.T) {
 			rest = rest[n:]
 		}
 		require.Equal(t, want, got, "seed %d", seed)
-		require.Equal(t, single.t.MaxToken(), batched.t.MaxToken(), "seed %d", seed)
+		require.Equal(t, single.t.maxToken, batched.t.maxToken, "seed %d", seed)
 		require.Less(t, batched.t.LastIndex(), single.t.LastIndex(), "seed %d: fewer entries", seed)
 		require.Equal(t, single.t.floor+single.t.LastIndex(), batched.t.floor+batched.t.LastIndex(), "seed %d", seed)
 		locks := func(tb *Table) map[string]Lease {
