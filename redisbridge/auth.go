@@ -169,6 +169,12 @@ var adminCommands = map[string]bool{
 	"fence.snapshot": true, "fence.statehash": true, "fence.forwarded": true,
 }
 
+// sessionAdmin reports whether a FENCE.SESSION subcommand needs a user
+// whose pattern is "*": REVOKE ends another client's session.
+func sessionAdmin(name string, args [][]byte) bool {
+	return name == "fence.session" && len(args) > 1 && strings.EqualFold(string(args[1]), "revoke")
+}
+
 // permission returns the error a command on st is refused with, or the
 // zero Error.
 func (b *Bridge) permission(st *connState, name string, args [][]byte) wire.Error {
@@ -188,7 +194,7 @@ func (b *Bridge) permission(st *connState, name string, args [][]byte) wire.Erro
 	if u.Pattern == "*" {
 		return wire.Error{}
 	}
-	if adminCommands[name] {
+	if adminCommands[name] || sessionAdmin(name, args) {
 		return wire.Error{Code: wire.NoPerm, Text: fmt.Sprintf("User %s has no permissions to run the '%s' command", u.Name, name)}
 	}
 	for _, k := range lockKeys(name, args) {
@@ -214,7 +220,7 @@ func helloHasAuth(args [][]byte) bool {
 func lockKeys(name string, args [][]byte) [][]byte {
 	switch name {
 	case "fence.acquire", "fence.extend", "fence.release", "fence.revoke",
-		"fence.status", "fence.token", "fence.check":
+		"fence.status", "fence.token", "fence.check", "fence.proclaim", "fence.holder":
 		if len(args) > 1 {
 			return args[1:2]
 		}

@@ -29,6 +29,15 @@ type Locker interface {
 	// server.Node.Update).
 	Update(ctx context.Context, keys []string, fn func(tx *server.Tx) error) error
 	Status(ctx context.Context, key string) (server.Status, bool, error)
+	// Sessions (see server.Node.OpenSession).
+	OpenSession(ctx context.Context, ttl time.Duration) (uint64, error)
+	KeepAlive(ctx context.Context, id uint64) (bool, error)
+	CloseSession(ctx context.Context, id uint64) (bool, error)
+	RevokeSession(ctx context.Context, id uint64) (bool, error)
+	Session(ctx context.Context, id uint64) (server.SessionStatus, bool, error)
+	AcquireInSession(ctx context.Context, session uint64, key, owner, value string, wait time.Duration) (server.Grant, bool, error)
+	ReleaseInSession(ctx context.Context, session uint64, key, owner string) (bool, error)
+	Proclaim(ctx context.Context, session uint64, key, owner, value string) (bool, error)
 	ID() string
 	Leader() (id, clientAddr string)
 	Members(ctx context.Context) ([]server.Member, error)
@@ -133,30 +142,33 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		},
 	})
 	b.cmds = map[string]handler{
-		"ping":          (*Bridge).ping,
-		"quit":          (*Bridge).quit,
-		"echo":          (*Bridge).echo,
-		"hello":         (*Bridge).hello,
-		"auth":          (*Bridge).auth,
-		"select":        (*Bridge).selectDB,
-		"client":        (*Bridge).client,
-		"info":          (*Bridge).info,
-		"command":       (*Bridge).command,
-		"reset":         (*Bridge).reset,
-		"subscribe":     (*Bridge).subscribe,
-		"ssubscribe":    (*Bridge).subscribe,
-		"unsubscribe":   (*Bridge).unsubscribe,
-		"sunsubscribe":  (*Bridge).unsubscribe,
-		"publish":       (*Bridge).publish,
-		"spublish":      (*Bridge).publish,
-		"fence.acquire": (*Bridge).acquire,
-		"fence.extend":  (*Bridge).extend,
-		"fence.release": (*Bridge).release,
-		"fence.revoke":  (*Bridge).revoke,
-		"fence.status":  (*Bridge).status,
-		"fence.token":   (*Bridge).token,
-		"fence.check":   (*Bridge).check,
-		"fence.leader":  (*Bridge).leader,
+		"ping":           (*Bridge).ping,
+		"quit":           (*Bridge).quit,
+		"echo":           (*Bridge).echo,
+		"hello":          (*Bridge).hello,
+		"auth":           (*Bridge).auth,
+		"select":         (*Bridge).selectDB,
+		"client":         (*Bridge).client,
+		"info":           (*Bridge).info,
+		"command":        (*Bridge).command,
+		"reset":          (*Bridge).reset,
+		"subscribe":      (*Bridge).subscribe,
+		"ssubscribe":     (*Bridge).subscribe,
+		"unsubscribe":    (*Bridge).unsubscribe,
+		"sunsubscribe":   (*Bridge).unsubscribe,
+		"publish":        (*Bridge).publish,
+		"spublish":       (*Bridge).publish,
+		"fence.acquire":  (*Bridge).acquire,
+		"fence.extend":   (*Bridge).extend,
+		"fence.release":  (*Bridge).release,
+		"fence.revoke":   (*Bridge).revoke,
+		"fence.status":   (*Bridge).status,
+		"fence.token":    (*Bridge).token,
+		"fence.check":    (*Bridge).check,
+		"fence.session":  (*Bridge).session,
+		"fence.proclaim": (*Bridge).proclaim,
+		"fence.holder":   (*Bridge).holder,
+		"fence.leader":   (*Bridge).leader,
 
 		"fence.members":   (*Bridge).members,
 		"fence.join":      (*Bridge).join,

@@ -38,7 +38,23 @@ func (f faultyLocker) Revoke(context.Context, string) (bool, error)          { r
 func (f faultyLocker) Status(context.Context, string) (server.Status, bool, error) {
 	return server.Status{}, false, f.err
 }
-func (f faultyLocker) Leader() (string, string) { return "", "" }
+func (f faultyLocker) Leader() (string, string)                                   { return "", "" }
+func (f faultyLocker) OpenSession(context.Context, time.Duration) (uint64, error) { return 0, f.err }
+func (f faultyLocker) KeepAlive(context.Context, uint64) (bool, error)            { return false, f.err }
+func (f faultyLocker) CloseSession(context.Context, uint64) (bool, error)         { return false, f.err }
+func (f faultyLocker) RevokeSession(context.Context, uint64) (bool, error)        { return false, f.err }
+func (f faultyLocker) Session(context.Context, uint64) (server.SessionStatus, bool, error) {
+	return server.SessionStatus{}, false, f.err
+}
+func (f faultyLocker) AcquireInSession(context.Context, uint64, string, string, string, time.Duration) (server.Grant, bool, error) {
+	return server.Grant{}, false, f.err
+}
+func (f faultyLocker) ReleaseInSession(context.Context, uint64, string, string) (bool, error) {
+	return false, f.err
+}
+func (f faultyLocker) Proclaim(context.Context, uint64, string, string, string) (bool, error) {
+	return false, f.err
+}
 
 // serveLocker serves a bridge over l on a loopback port until the test ends
 // and returns a client of it.
@@ -173,6 +189,7 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		{"ErrRestoreNotNew", server.ErrRestoreNotNew, wire.Err},
 		{"ErrConflict", fmt.Errorf("%w: its keys changed under it 16 times", server.ErrConflict), wire.Timeout},
 		{"ErrWrongType", server.ErrWrongType, wire.WrongType},
+		{"ErrNoSession", server.ErrNoSession, wire.NoSession},
 		{"ErrLimit", fmt.Errorf("%w: the lock table holds its maximum of 3 locks", server.ErrLimit), wire.Err},
 		{"ErrDamaged", server.ErrDamaged, wire.Err},
 		// A configuration is checked at start, never in a request; were one

@@ -57,8 +57,10 @@ func (b *Bridge) quit(r *request) {
 	_ = r.c.Close()
 }
 
-// acquire: FENCE.ACQUIRE key owner ttl-ms [WAIT ms]
+// acquire: FENCE.ACQUIRE key owner ttl-ms [WAIT ms] [SESSION id [VALUE v]]
 // → [token, granted-ttl-ms], or null when another owner holds the lock.
+// Under a session ttl-ms must be 0, and the reply's TTL is 0: the lock
+// lives as long as the session.
 //
 // A waiting acquire survives leader changes: if the leader holding the wait
 // is deposed (UNCERTAIN), or cannot be reached, the acquire is sent again,
@@ -67,7 +69,7 @@ func (b *Bridge) quit(r *request) {
 // returned again with the same token.
 func (b *Bridge) acquire(r *request) {
 	args := r.args
-	if len(args) != 4 && len(args) != 6 {
+	if len(args) < 4 {
 		wrongArity(r)
 		return
 	}
@@ -77,20 +79,55 @@ func (b *Bridge) acquire(r *request) {
 		return
 	}
 	var wait time.Duration
-	if len(args) == 6 {
-		if !strings.EqualFold(string(args[4]), "WAIT") {
+	var session uint64
+	var value []byte
+	var sessionArgs [][]byte // SESSION id [VALUE v], as sent again on a resend
+	hasWait, hasValue := false, false
+	for i := 4; i < len(args); i += 2 {
+		if i+1 >= len(args) {
 			writeError(r.c, errSyntax)
 			return
 		}
-		if wait, ok = parseMillis(args[5]); !ok {
-			writeError(r.c, errNotInteger)
+		opt := string(args[i])
+		switch {
+		case strings.EqualFold(opt, "WAIT") && !hasWait:
+			if wait, ok = parseMillis(args[i+1]); !ok {
+				writeError(r.c, errNotInteger)
+				return
+			}
+			hasWait = true
+		case strings.EqualFold(opt, "SESSION") && session == 0:
+			if session, ok = parseSession(args[i+1]); !ok {
+				writeError(r.c, errNotInteger)
+				return
+			}
+			sessionArgs = append(sessionArgs, args[i], args[i+1])
+		case strings.EqualFold(opt, "VALUE") && !hasValue:
+			value, hasValue = args[i+1], true
+			sessionArgs = append(sessionArgs, args[i], args[i+1])
+		default:
+			writeError(r.c, errSyntax)
 			return
 		}
+	}
+	switch {
+	case hasValue && session == 0:
+		writeError(r.c, wire.FormatInvalidArgument("value", "only under a session (SESSION id)"))
+		return
+	case session != 0 && ttl != 0:
+		writeError(r.c, wire.FormatInvalidArgument("ttl", "must be 0 under a session: the lock lives as long as the session"))
+		return
+	}
+	call := func(ctx context.Context, wait time.Duration) (server.Grant, bool, error) {
+		if session != 0 {
+			return b.locker.AcquireInSession(ctx, session, string(args[1]), string(args[2]), string(value), wait)
+		}
+		return b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, wait)
 	}
 	ctx, cancel := b.requestCtx(wait)
 	defer cancel()
 	if wait == 0 {
-		g, granted, err := b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, 0)
+		g, granted, err := call(ctx, 0)
 		b.writeGrant(ctx, r, g, granted, err)
 		return
 	}
@@ -112,7 +149,7 @@ func (b *Bridge) acquire(r *request) {
 			b.endWait(r, uncertain, last)
 			return
 		}
-		g, granted, err := b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, left)
+		g, granted, err := call(ctx, left)
 		var nl *server.NotLeaderError
 		switch {
 		case err == nil:
@@ -124,7 +161,8 @@ func (b *Bridge) acquire(r *request) {
 			writeErr(r.c, err)
 			return
 		case errors.As(err, &nl) && nl.LeaderAddr != "":
-			raw := resp.AppendCommand(nil, args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
+			resend := append([][]byte{args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10)}, sessionArgs...)
+			raw := resp.AppendCommand(nil, resend...)
 			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, raw)
 			code := replyCode(reply)
 			switch {
@@ -210,9 +248,23 @@ func (b *Bridge) extend(r *request) {
 	b.writeBool(ctx, r, ok, err)
 }
 
-// release: FENCE.RELEASE key owner → 1 released (or already released by this
-// owner), 0 otherwise.
+// release: FENCE.RELEASE key owner [SESSION id] → 1 released (or already
+// released by this owner), 0 otherwise.
 func (b *Bridge) release(r *request) {
+	if len(r.args) == 5 {
+		session, ok := parseSession(r.args[4])
+		switch {
+		case !strings.EqualFold(string(r.args[3]), "SESSION"):
+			writeError(r.c, errSyntax)
+		case !ok:
+			writeError(r.c, errNotInteger)
+		default:
+			b.boolCall(r, 5, func(ctx context.Context) (bool, error) {
+				return b.locker.ReleaseInSession(ctx, session, string(r.args[1]), string(r.args[2]))
+			})
+		}
+		return
+	}
 	b.boolCall(r, 3, func(ctx context.Context) (bool, error) {
 		return b.locker.Release(ctx, string(r.args[1]), string(r.args[2]))
 	})

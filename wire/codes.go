@@ -37,6 +37,11 @@ const (
 	// client having hung up). The command was not proposed. Retry on
 	// another node.
 	Shutdown Code = "SHUTDOWN"
+	// NoSession: the command named a session that is not open: it
+	// expired, was closed or revoked, or never was. Nothing was done, and
+	// every lock held under that session is free (or handed on). Open a
+	// new session; do not retry with the same one.
+	NoSession Code = "NOSESSION"
 )
 
 // Redis's codes, sent with Redis's meaning.
@@ -76,7 +81,7 @@ const (
 )
 
 // codes lists every code, in the order of docs/protocol.md's table.
-var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown,
+var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown, NoSession,
 	Err, WrongType, NoAuth, WrongPass, NoPerm, NoScript, NoProto, NotBusy}
 
 // Codes returns every code fencerd sends an error reply with.
