@@ -53,6 +53,10 @@ var (
 	// node refused the client's certificate or its absence, or the node
 	// does not speak TLS. See WithTLS.
 	ErrTLS = errors.New("client: TLS handshake failed")
+	// ErrSessionEnded means the server says the session is not open (it
+	// expired, was closed or revoked): every lock held under it is gone.
+	// Errors that wrap it also wrap ErrLeaseLost.
+	ErrSessionEnded = fmt.Errorf("%w: the session ended", ErrLeaseLost)
 )
 
 // Errors with redsync's names, returned by Mutex together with the errors
@@ -103,6 +107,8 @@ func classify(err error) failure {
 		return failure{err: fmt.Errorf("%w: %s", ErrAuth, e)}
 	case wire.NoPerm:
 		return failure{err: fmt.Errorf("%w: %s", ErrNoPerm, e)}
+	case wire.NoSession:
+		return failure{err: fmt.Errorf("%w: %s", ErrSessionEnded, e.Text)}
 	case wire.Err:
 		arg, _, _ := wire.ParseInvalidArgument(e)
 		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, e.Text), arg: arg}

@@ -125,9 +125,10 @@ func TestParseGrant(t *testing.T) {
 		{"short array", []any{int64(1)}, false, true, grant{}},
 		{"zero token", []any{int64(0), int64(8000)}, false, true, grant{}},
 		{"strings", []any{"1", "8000"}, false, true, grant{}},
+		{"zero ttl outside a session", []any{int64(42), int64(0)}, false, true, grant{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g, granted, err := parseGrant(tc.reply, 8*time.Second, sent)
+			g, granted, err := parseGrant(tc.reply, lockReq{name: "k", owner: "o", ttl: 8 * time.Second}, sent)
 			if (err != nil) != tc.bad || granted != tc.granted || g != tc.want {
 				t.Errorf("parseGrant(%v) = %+v, %v, %v; want %+v, %v, error %v", tc.reply, g, granted, err, tc.want, tc.granted, tc.bad)
 			}

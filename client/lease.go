@@ -17,6 +17,23 @@ type leaseConfig struct {
 	ttl       time.Duration
 	autoRenew bool
 	owner     string
+	session   *Session
+	value     string
+}
+
+// WithSession acquires the lock under session s: it has no TTL of its own
+// and lives as long as the session, which one keepalive renews for all its
+// locks. The lease's context ends when the session does. WithTTL and
+// WithAutoRenew do not apply. The default is no session.
+func WithSession(s *Session) LeaseOption {
+	return func(c *leaseConfig) { c.session = s }
+}
+
+// WithValue gives a lock held under a session (WithSession) a value that
+// FENCE.HOLDER and watchers see: an election's leader's value. The default
+// is none.
+func WithLockValue(value string) LeaseOption {
+	return func(c *leaseConfig) { c.value = value }
 }
 
 // defaultTTL is the TTL of leases and mutexes, redsync's default expiry.
@@ -54,8 +71,10 @@ func WithOwner(owner string) LeaseOption {
 // its holder noticing in time (a pause, a partition), and only the token
 // keeps such a holder's writes out.
 type Lease struct {
-	c     *Client
-	name  string
+	c       *Client
+	session *Session // nil: a lease with a TTL of its own
+	value   string   // under a session
+	name    string
 	owner string
 	token uint64
 	ttl   time.Duration
@@ -105,6 +124,9 @@ func (c *Client) acquireLease(ctx context.Context, name string, wait bool, opts 
 		if owner, err = randomOwner(); err != nil {
 			return nil, err
 		}
+	}
+	if s := cfg.session; s != nil {
+		return c.acquireInSession(ctx, s, lockReq{name: name, owner: owner, ttl: s.ttl, session: s.id, value: cfg.value}, wait)
 	}
 	drift := allowance(cfg.ttl, c.cfg.drift)
 	g, err := c.acquire(ctx, name, owner, cfg.ttl, drift, wait)
@@ -157,6 +179,9 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 // lease, the TTL less a drift allowance. The server frees the lock no
 // earlier than that.
 func (l *Lease) Until() time.Time {
+	if l.session != nil {
+		return l.session.Until()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
@@ -187,7 +212,22 @@ func (l *Lease) Err() error {
 // context, if the server says the owner no longer holds the lock. A lease
 // that has already ended cannot be extended.
 func (l *Lease) Extend(ctx context.Context) error {
+	if l.session != nil {
+		if err := l.Err(); err != nil {
+			return err
+		}
+		return l.session.KeepAlive(ctx)
+	}
 	return l.extend(ctx)
+}
+
+// req is the lease's lock as requests name it.
+func (l *Lease) req() lockReq {
+	q := lockReq{name: l.name, owner: l.owner, ttl: l.ttl}
+	if l.session != nil {
+		q.session = l.session.id
+	}
+	return q
 }
 
 func (l *Lease) extend(ctx context.Context) error {
@@ -298,9 +338,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	// Cancel first, so that work under the lease stops before another
 	// owner can be granted the lock.
 	l.cancel(ErrReleased)
-	l.timer.Stop()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	<-l.renewd
-	ok, err := l.c.release(ctx, l.name, l.owner)
+	ok, err := l.c.release(ctx, l.req())
 	switch {
 	case err != nil:
 		return err
@@ -319,15 +361,55 @@ type grant struct {
 	sent  time.Time // just before the request that got it was sent
 }
 
+// lockReq is an acquire as it is sent: a lock for owner, with a TTL of its
+// own, or under a session with a value.
+type lockReq struct {
+	name, owner string
+	ttl         time.Duration // the lease's; under a session, the session's
+	session     uint64        // zero: none
+	value       string
+}
+
+// acquireArgs are the request's FENCE.ACQUIRE, waiting wait if not zero.
+func (q lockReq) acquireArgs(wait time.Duration) []any {
+	args := []any{"FENCE.ACQUIRE", q.name, q.owner, millis(q.ttl)}
+	if q.session != 0 {
+		args[3] = 0
+	}
+	if wait > 0 {
+		args = append(args, "WAIT", millis(wait))
+	}
+	if q.session != 0 {
+		args = append(args, "SESSION", q.session)
+		if q.value != "" {
+			args = append(args, "VALUE", q.value)
+		}
+	}
+	return args
+}
+
+// releaseArgs are the request's FENCE.RELEASE.
+func (q lockReq) releaseArgs() []any {
+	if q.session != 0 {
+		return []any{"FENCE.RELEASE", q.name, q.owner, "SESSION", q.session}
+	}
+	return []any{"FENCE.RELEASE", q.name, q.owner}
+}
+
 // acquire gets name for owner, waiting for it if wait is set. A grant
 // arrives with at least part of its validity left, or acquire fails.
 func (c *Client) acquire(ctx context.Context, name, owner string, ttl, drift time.Duration, wait bool) (grant, error) {
+	return c.acquireReq(ctx, lockReq{name: name, owner: owner, ttl: ttl}, drift, wait)
+}
+
+func (c *Client) acquireReq(ctx context.Context, q lockReq, drift time.Duration, wait bool) (grant, error) {
+	name, owner, ttl := q.name, q.owner, q.ttl
 	if err := checkLease(name, ttl, drift); err != nil {
 		return grant{}, err
 	}
-	g, granted, err := c.tryAcquire(ctx, name, owner, ttl)
+	g, granted, err := c.tryAcquire(ctx, q)
 	if err == nil && !granted && wait {
-		g, err = c.waitAcquire(ctx, name, owner, ttl)
+		g, err = c.waitAcquire(ctx, q)
 		granted = err == nil
 	}
 	if err != nil {
@@ -336,7 +418,8 @@ func (c *Client) acquire(ctx context.Context, name, owner string, ttl, drift tim
 	if !granted {
 		return grant{}, fmt.Errorf("acquire %q: %w", name, ErrLocked)
 	}
-	if time.Until(g.sent.Add(g.ttl-drift)) > 0 {
+	if q.session != 0 || time.Until(g.sent.Add(g.ttl-drift)) > 0 {
+		// (Under a session the grant is valid as long as the session.)
 		return g, nil
 	}
 	// The grant took longer than its validity to arrive: renew it, which
@@ -346,7 +429,7 @@ func (c *Client) acquire(ctx context.Context, name, owner string, ttl, drift tim
 		g.sent = sent
 		return g, nil
 	}
-	c.releaseLater(name, owner)
+	c.releaseLater(q)
 	return grant{}, fmt.Errorf("acquire %q: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
 }
 
@@ -363,20 +446,21 @@ func checkLease(name string, ttl, drift time.Duration) error {
 // tryAcquire sends one acquire without WAIT (retried on other nodes if its
 // outcome is unknown: an acquire by the holder returns the same grant). If
 // it gives up with the outcome unknown, it releases in the background.
-func (c *Client) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration) (grant, bool, error) {
-	v, sent, err := c.exchange(ctx, c.standard(), "FENCE.ACQUIRE", name, owner, millis(ttl))
+func (c *Client) tryAcquire(ctx context.Context, q lockReq) (grant, bool, error) {
+	v, sent, err := c.exchange(ctx, c.standard(), q.acquireArgs(0)...)
 	if err != nil {
-		if !errIs(err, ErrInvalidArgument, ErrClosed, ErrAuth, ErrNoPerm, ErrTLS) {
-			c.releaseLater(name, owner)
+		if !errIs(err, ErrInvalidArgument, ErrClosed, ErrAuth, ErrNoPerm, ErrTLS, ErrSessionEnded) {
+			c.releaseLater(q)
 		}
 		return grant{}, false, err
 	}
-	return parseGrant(v, ttl, sent)
+	return parseGrant(v, q, sent)
 }
 
-// parseGrant reads the reply to FENCE.ACQUIRE: [token, granted-ttl-ms] or
-// null.
-func parseGrant(v any, ttl time.Duration, sent time.Time) (grant, bool, error) {
+// parseGrant reads the reply to q's FENCE.ACQUIRE: [token, granted-ttl-ms]
+// or null; under a session the TTL is 0.
+func parseGrant(v any, q lockReq, sent time.Time) (grant, bool, error) {
+	ttl := q.ttl
 	if v == nil {
 		return grant{}, false, nil
 	}
@@ -386,18 +470,21 @@ func parseGrant(v any, ttl time.Duration, sent time.Time) (grant, bool, error) {
 	}
 	tok, ok1 := a[0].(int64)
 	ms, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || tok <= 0 || ms <= 0 {
+	if !ok1 || !ok2 || tok <= 0 || ms < 0 || ms == 0 && q.session == 0 {
 		return grant{}, false, fmt.Errorf("client: unexpected reply to FENCE.ACQUIRE: %v", v)
+	}
+	if q.session != 0 {
+		return grant{token: uint64(tok), ttl: ttl, sent: sent}, true, nil
 	}
 	return grant{token: uint64(tok), ttl: min(ttl, time.Duration(ms)*time.Millisecond), sent: sent}, true, nil
 }
 
 // release frees name if owner holds it; ok is false if the server says
 // owner neither holds it nor released it last.
-func (c *Client) release(ctx context.Context, name, owner string) (ok bool, err error) {
-	v, _, err := c.exchange(ctx, c.standard(), "FENCE.RELEASE", name, owner)
+func (c *Client) release(ctx context.Context, q lockReq) (ok bool, err error) {
+	v, _, err := c.exchange(ctx, c.standard(), q.releaseArgs()...)
 	if err != nil {
-		return false, fmt.Errorf("release %q: %w", name, err)
+		return false, fmt.Errorf("release %q: %w", q.name, err)
 	}
 	n, _ := v.(int64)
 	return n == 1, nil
@@ -406,7 +493,7 @@ func (c *Client) release(ctx context.Context, name, owner string) (ok bool, err 
 // releaseLater releases name for owner in the background, for an acquire
 // whose outcome is unknown: the release is remembered, so a late grant
 // cannot outlive the caller who gave up on it.
-func (c *Client) releaseLater(name, owner string) {
+func (c *Client) releaseLater(q lockReq) {
 	if c.ctx.Err() != nil {
 		return
 	}
@@ -415,7 +502,7 @@ func (c *Client) releaseLater(name, owner string) {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.failoverTimeout)
 		defer cancel()
-		_, _ = c.release(ctx, name, owner)
+		_, _ = c.release(ctx, q)
 	}()
 }
 

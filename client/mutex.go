@@ -25,6 +25,7 @@ type Mutex struct {
 	retryDelay time.Duration
 	genValue   func() (string, error)
 	drift      float64
+	session    *Session // nil: the lock has a TTL of its own
 
 	mu    sync.Mutex
 	value string
@@ -75,6 +76,23 @@ func WithValue(value string) MutexOption {
 	return func(m *Mutex) { m.value = value }
 }
 
+// WithMutexSession locks the mutex under session s (see WithSession): the
+// lock has no expiry of its own and lives as long as the session; Until is
+// the session's, Extend keeps the session alive, and WithExpiry does not
+// apply. The default is no session.
+func WithMutexSession(s *Session) MutexOption {
+	return func(m *Mutex) { m.session = s }
+}
+
+// req is the mutex's lock held by value, as requests name it.
+func (m *Mutex) req(value string) lockReq {
+	q := lockReq{name: m.name, owner: value, ttl: m.expiry}
+	if m.session != nil {
+		q.session, q.ttl = m.session.id, m.session.ttl
+	}
+	return q
+}
+
 // defaultRetryDelay is the delay between Lock's tries.
 const (
 	defaultTries      = 32
@@ -111,6 +129,9 @@ func (m *Mutex) Value() string {
 // Until returns when the lock's validity ends as the client counts it (see
 // Lease.Until); the zero time before the first Lock.
 func (m *Mutex) Until() time.Time {
+	if m.session != nil && m.Token() != 0 {
+		return m.session.Until()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.until
@@ -159,7 +180,11 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 		lctx, cancel = context.WithTimeout(ctx, m.budget())
 		defer cancel()
 	}
-	g, err := m.c.acquire(lctx, m.name, value, m.expiry, allowance(m.expiry, m.drift), wait)
+	drift := allowance(m.expiry, m.drift)
+	if m.session != nil {
+		drift = 0 // the session counts its own validity
+	}
+	g, err := m.c.acquireReq(lctx, m.req(value), drift, wait)
 	switch {
 	case err == nil:
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
@@ -207,7 +232,7 @@ func (m *Mutex) UnlockContext(ctx context.Context) (bool, error) {
 	if value == "" {
 		return false, fmt.Errorf("%w: %w: mutex %q was never locked", ErrLockAlreadyExpired, ErrLeaseLost, m.name)
 	}
-	ok, err := m.c.release(ctx, m.name, value)
+	ok, err := m.c.release(ctx, m.req(value))
 	switch {
 	case err != nil:
 		return false, err
@@ -232,6 +257,12 @@ func (m *Mutex) ExtendContext(ctx context.Context) (bool, error) {
 	value := m.Value()
 	if value == "" {
 		return false, fmt.Errorf("%w: %w: mutex %q was never locked", ErrExtendFailed, ErrLeaseLost, m.name)
+	}
+	if m.session != nil {
+		if err := m.session.KeepAlive(ctx); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrExtendFailed, err)
+		}
+		return true, nil
 	}
 	drift := allowance(m.expiry, m.drift)
 	if err := checkLease(m.name, m.expiry, drift); err != nil {

@@ -48,8 +48,8 @@ type roundResult struct {
 //
 // Each round runs on a connection of its own, closed if the caller gives
 // up, which takes the waiter out of the server's queue at once.
-func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.Duration) (grant, error) {
-	round := roundLength(ttl)
+func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
+	round := roundLength(q.ttl)
 	done := make(chan struct{})
 	defer close(done)
 	results := make(chan roundResult)
@@ -85,7 +85,7 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 			defer cancel()
 			defer stop()
 			began := time.Now()
-			g, granted, err := c.waitRound(rctx, n, name, owner, ttl, wait)
+			g, granted, err := c.waitRound(rctx, n, q, wait)
 			early := err == nil && !granted && time.Since(began) < wait-wait/10
 			select {
 			case results <- roundResult{id: id, n: n, g: g, granted: granted, early: early, err: err}:
@@ -96,7 +96,7 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 	}
 	giveUp := func(err error) (grant, error) {
 		cancelAll()
-		c.releaseLater(name, owner)
+		c.releaseLater(q)
 		return grant{}, err
 	}
 
@@ -182,7 +182,7 @@ func (c *Client) waitAcquire(ctx context.Context, name, owner string, ttl time.D
 
 // waitRound sends one FENCE.ACQUIRE … WAIT to n on a connection of its own,
 // which is closed when ctx ends.
-func (c *Client) waitRound(ctx context.Context, n *node, name, owner string, ttl, wait time.Duration) (grant, bool, error) {
+func (c *Client) waitRound(ctx context.Context, n *node, q lockReq, wait time.Duration) (grant, bool, error) {
 	opts := n.opts
 	opts.PoolSize = 1
 	opts.MinIdleConns = 0
@@ -204,12 +204,12 @@ func (c *Client) waitRound(ctx context.Context, n *node, name, owner string, ttl
 	rctx, cancel := context.WithTimeout(ctx, wait+c.cfg.requestTimeout)
 	defer cancel()
 	sent := time.Now()
-	v, err := rdb.Do(rctx, "FENCE.ACQUIRE", name, owner, millis(ttl), "WAIT", millis(wait)).Result()
+	v, err := rdb.Do(rctx, q.acquireArgs(wait)...).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return grant{}, false, nil
 	case err != nil:
 		return grant{}, false, err
 	}
-	return parseGrant(v, ttl, sent)
+	return parseGrant(v, q, sent)
 }

@@ -1,0 +1,237 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// SessionOption configures NewSession.
+type SessionOption func(*sessionConfig)
+
+type sessionConfig struct{ ttl time.Duration }
+
+// defaultSessionTTL is a session's TTL unless WithSessionTTL sets it.
+const defaultSessionTTL = 10 * time.Second
+
+// WithSessionTTL sets the session's time to live: the server ends the
+// session, and releases every lock held under it, when it has not been kept
+// alive for that long. The server accepts 100ms to 24h by default. The
+// default is 10s.
+func WithSessionTTL(ttl time.Duration) SessionOption {
+	return func(c *sessionConfig) { c.ttl = ttl }
+}
+
+// Session is a lease of its own on the server that locks can be held under
+// (WithSession, WithMutexSession, Election): one keepalive, sent about every
+// TTL/3 in the background, renews it for all of them, and when it ends
+// (closed, expired, revoked) the server releases every lock held under it,
+// in one entry. Its context ends when the session is lost (the server says
+// it ended, or its validity ran out before a keepalive succeeded) or
+// closed.
+type Session struct {
+	c     *Client
+	id    uint64
+	ttl   time.Duration
+	drift time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	renewd chan struct{} // closed when the keepalive goroutine ends
+
+	mu    sync.Mutex
+	sent  time.Time // before the last request that opened or renewed it
+	until time.Time // client-side validity end
+	timer *time.Timer
+
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// NewSession opens a session on the server and keeps it alive in the
+// background until Close or until it is lost.
+//
+// An open whose outcome is unknown (a leader change while it was in
+// flight) is retried, which can leave behind an unused session; it holds
+// no locks and ends after its TTL.
+func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
+	cfg := sessionConfig{ttl: defaultSessionTTL}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	drift := allowance(cfg.ttl, c.cfg.drift)
+	if cfg.ttl < time.Millisecond || cfg.ttl <= drift {
+		return nil, fmt.Errorf("%w: session ttl %v is too short", ErrInvalidArgument, cfg.ttl)
+	}
+	v, sent, err := c.exchange(ctx, c.standard(), "FENCE.SESSION", "OPEN", millis(cfg.ttl))
+	if err != nil {
+		return nil, fmt.Errorf("open a session: %w", err)
+	}
+	id, ok := v.(int64)
+	if !ok || id <= 0 {
+		return nil, fmt.Errorf("client: unexpected reply to FENCE.SESSION OPEN: %v", v)
+	}
+	s := &Session{c: c, id: uint64(id), ttl: cfg.ttl, drift: drift, renewd: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancelCause(c.ctx)
+	s.sent, s.until = sent, sent.Add(cfg.ttl-drift)
+	s.timer = time.AfterFunc(time.Until(s.until), s.expire)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		s.keepAliveLoop()
+	}()
+	return s, nil
+}
+
+// ID returns the session's ID: the log position of the entry that opened
+// it, never reused.
+func (s *Session) ID() uint64 { return s.id }
+
+// TTL returns the session's time to live.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Until returns the end of the session's validity as the client counts it:
+// from just before it sent the request that opened or last renewed it, the
+// TTL less a drift allowance. The server ends it no earlier than that.
+func (s *Session) Until() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.until
+}
+
+// Context returns a context cancelled when the session ends (lost, closed,
+// or the client closed); context.Cause says why.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Done returns Context().Done().
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err returns nil while the session is valid, then why it ended: an error
+// wrapping ErrLeaseLost (ErrSessionEnded if the server said so), or
+// ErrReleased after Close, or ErrClosed.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// KeepAlive renews the session for its TTL from now (the background
+// keepalive does this on its own), retrying transient failures until ctx
+// ends or the validity runs out. It returns an error wrapping
+// ErrSessionEnded, and ends the session's context, if the server says the
+// session is not open.
+func (s *Session) KeepAlive(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	defer stop()
+	p := retry{attempt: func() time.Duration { return s.attemptTimeout() }}
+	v, sent, err := s.c.exchange(ctx, p, "FENCE.SESSION", "KEEPALIVE", s.id)
+	if err != nil {
+		if cerr := s.Err(); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("keep session %d alive: %w", s.id, err)
+	}
+	if n, _ := v.(int64); n != 1 {
+		s.cancel(fmt.Errorf("%w: session %d is not open on the server", ErrSessionEnded, s.id))
+		return s.Err()
+	}
+	s.mu.Lock()
+	if s.ctx.Err() == nil && sent.After(s.sent) {
+		s.sent, s.until = sent, sent.Add(s.ttl-s.drift)
+		s.timer.Reset(time.Until(s.until))
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// attemptTimeout bounds one keepalive attempt, as Lease's renewals are
+// bounded.
+func (s *Session) attemptTimeout() time.Duration {
+	left := time.Until(s.Until())
+	if len(s.c.nodes) == 1 {
+		return min(s.c.cfg.requestTimeout, left)
+	}
+	return min(s.c.cfg.requestTimeout, max(left/2, min(left, minRenewAttempt)))
+}
+
+func (s *Session) expire() {
+	s.mu.Lock()
+	until := s.until
+	if left := time.Until(until); left > 0 {
+		s.timer.Reset(left)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.cancel(fmt.Errorf("%w: session %d's validity ran out (at %s) before a keepalive succeeded", ErrLeaseLost, s.id, until.Format(time.RFC3339Nano)))
+}
+
+func (s *Session) keepAliveLoop() {
+	defer close(s.renewd)
+	for {
+		s.mu.Lock()
+		next := s.sent.Add(s.ttl / 3)
+		s.mu.Unlock()
+		if err := sleep(s.ctx, s.ctx, time.Until(next)); err != nil {
+			return
+		}
+		if err := s.KeepAlive(s.ctx); err != nil {
+			if s.Err() != nil {
+				return
+			}
+			if err := sleep(s.ctx, s.ctx, jitter(4*minBackoff)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Close ends the session: its context ends first (cause ErrReleased), so
+// that work under its locks stops, then the server releases every lock
+// held under it, as a Release of each would, handing each to its first
+// waiter. It retries transient failures until ctx ends. It returns an
+// error wrapping ErrSessionEnded if the server says the session was no
+// longer open (it expired, or an earlier attempt of this Close closed it
+// and its reply was lost). Calling it again after it succeeded returns nil.
+func (s *Session) Close(ctx context.Context) error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.cancel(ErrReleased)
+	s.timer.Stop()
+	<-s.renewd
+	v, _, err := s.c.exchange(ctx, s.c.standard(), "FENCE.SESSION", "CLOSE", s.id)
+	if err != nil {
+		return fmt.Errorf("close session %d: %w", s.id, err)
+	}
+	s.closed = true
+	if n, _ := v.(int64); n != 1 {
+		return fmt.Errorf("%w: session %d was not open when closed", ErrSessionEnded, s.id)
+	}
+	return nil
+}
+
+// acquireInSession takes q's lock under s and returns its lease, whose
+// context ends with the session's.
+func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wait bool) (*Lease, error) {
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("acquire %q: %w", q.name, err)
+	}
+	g, err := c.acquireReq(ctx, q, 0, wait)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{c: c, session: s, value: q.value, name: q.name, owner: q.owner, token: g.token, ttl: s.ttl, renewd: make(chan struct{})}
+	close(l.renewd)
+	l.ctx, l.cancel = context.WithCancelCause(s.ctx)
+	return l, nil
+}

@@ -1,0 +1,159 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSessionKeepsLocksAndCloseReleasesThem(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 30*time.Second)
+	s, err := c.NewSession(ctx, client.WithSessionTTL(time.Second))
+	require.NoError(t, err)
+	var leases []*client.Lease
+	for i := range 5 {
+		l, err := c.Acquire(ctx, fmt.Sprintf("sess-%d", i), client.WithSession(s))
+		require.NoError(t, err)
+		assert.Equal(t, s.Until(), l.Until())
+		leases = append(leases, l)
+	}
+	// Held for three TTLs on the session's keepalives alone.
+	time.Sleep(3 * time.Second)
+	require.NoError(t, s.Err())
+	for _, l := range leases {
+		require.NoError(t, l.Err())
+		st, held, err := c.Status(ctx, l.Name())
+		require.NoError(t, err)
+		require.True(t, held)
+		assert.Equal(t, l.Token(), st.Token)
+	}
+	// Releasing one leaves the rest.
+	require.NoError(t, leases[0].Release(ctx))
+	_, held, err := c.Status(ctx, leases[0].Name())
+	require.NoError(t, err)
+	assert.False(t, held)
+
+	// A waiter is handed a lock when the session closes.
+	other := newClient(t)
+	got := make(chan *client.Lease, 1)
+	go func() {
+		l, err := other.Acquire(ctx, leases[1].Name(), client.WithTTL(5*time.Second))
+		if err == nil {
+			got <- l
+		}
+		close(got)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, s.Close(ctx))
+	assert.ErrorIs(t, s.Err(), client.ErrReleased)
+	for _, l := range leases[1:] {
+		<-l.Done()
+	}
+	next, ok := <-got
+	require.True(t, ok, "the waiter was not granted")
+	assert.Greater(t, next.Token(), leases[1].Token())
+	require.NoError(t, next.Release(ctx))
+	for _, l := range leases[2:] {
+		_, held, err := c.Status(ctx, l.Name())
+		require.NoError(t, err)
+		assert.False(t, held, "%s still held after Close", l.Name())
+	}
+	_, err = c.Acquire(ctx, "after-close", client.WithSession(s))
+	assert.ErrorIs(t, err, client.ErrReleased)
+}
+
+// A session the server ends (revoked here) ends every lease held under it,
+// on its next keepalive.
+func TestSessionLostEndsItsLeases(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 30*time.Second)
+	s, err := c.NewSession(ctx, client.WithSessionTTL(900*time.Millisecond))
+	require.NoError(t, err)
+	l, err := c.Acquire(ctx, "sess-lost", client.WithSession(s))
+	require.NoError(t, err)
+	_, err = rawClient(t).Do(ctx, "FENCE.SESSION", "REVOKE", s.ID()).Result()
+	require.NoError(t, err)
+	select {
+	case <-l.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the lease did not end within the session's TTL after a revoke")
+	}
+	assert.ErrorIs(t, l.Err(), client.ErrSessionEnded)
+	assert.ErrorIs(t, l.Err(), client.ErrLeaseLost)
+	_, err = c.Acquire(ctx, "sess-lost-2", client.WithSession(s))
+	assert.ErrorIs(t, err, client.ErrLeaseLost)
+}
+
+func TestElectionCampaignInArrivalOrder(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	type cand struct {
+		c *client.Client
+		s *client.Session
+		e *client.Election
+	}
+	var cands []cand
+	for range 3 {
+		c := newClient(t)
+		s, err := c.NewSession(ctx, client.WithSessionTTL(2*time.Second))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		cands = append(cands, cand{c, s, c.NewElection(s, "elect-order")})
+	}
+	epoch0, err := cands[0].e.Campaign(ctx, "zero")
+	require.NoError(t, err)
+	ld, err := cands[1].e.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, client.Leader{Value: "zero", Epoch: epoch0, Owner: ld.Owner, Session: cands[0].s.ID()}, ld)
+
+	elected := make(chan int, 2)
+	epochs := make([]uint64, 3)
+	for _, i := range []int{1, 2} {
+		go func() {
+			ep, err := cands[i].e.Campaign(ctx, fmt.Sprint(i))
+			if err == nil {
+				epochs[i] = ep
+				elected <- i
+			}
+		}()
+		time.Sleep(300 * time.Millisecond) // 1 queues before 2
+	}
+	require.NoError(t, cands[0].e.Proclaim(ctx, "zero-bis"))
+	ld, err = cands[2].e.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "zero-bis", ld.Value)
+	assert.Equal(t, epoch0, ld.Epoch, "a proclaim keeps the epoch")
+
+	done := cands[0].e.Done()
+	require.NoError(t, cands[0].e.Resign(ctx))
+	<-done
+	assert.ErrorIs(t, cands[0].e.Proclaim(ctx, "x"), client.ErrNotElected)
+	first := <-elected
+	assert.Equal(t, 1, first, "the first to queue is elected first")
+	assert.Greater(t, epochs[1], epoch0)
+
+	// The leader's session is lost (revoked): the next is elected with a
+	// higher epoch, and the old leader's Done closes.
+	done = cands[1].e.Done()
+	_, err = rawClient(t).Do(ctx, "FENCE.SESSION", "REVOKE", cands[1].s.ID()).Result()
+	require.NoError(t, err)
+	assert.Equal(t, 2, <-elected)
+	assert.Greater(t, epochs[2], epochs[1])
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the deposed leader's Done did not close within the session TTL")
+	}
+	ld, err = cands[0].e.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "2", ld.Value)
+	require.NoError(t, cands[2].e.Resign(ctx))
+	_, err = cands[0].e.Leader(ctx)
+	assert.True(t, errors.Is(err, client.ErrNotElected), "%v", err)
+}
