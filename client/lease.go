@@ -75,10 +75,10 @@ type Lease struct {
 	session *Session // nil: a lease with a TTL of its own
 	value   string   // under a session
 	name    string
-	owner string
-	token uint64
-	ttl   time.Duration
-	drift time.Duration // allowance subtracted from every validity
+	owner   string
+	token   uint64
+	ttl     time.Duration
+	drift   time.Duration // allowance subtracted from every validity
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
