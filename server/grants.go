@@ -196,7 +196,7 @@ func (g *grants) sessionWaitersLocked(id uint64) []fsm.KeyWaiter {
 		if w == nil {
 			continue
 		}
-		if size += len(k) + len(w.Owner) + 24; size > sessionWaitBudget {
+		if size += len(k) + len(w.Owner) + len(w.Value) + 24; size > sessionWaitBudget {
 			break
 		}
 		out = append(out, fsm.KeyWaiter{Key: k, Waiter: *w})
