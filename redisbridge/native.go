@@ -85,7 +85,7 @@ func (b *Bridge) acquire(r *request) {
 	hasWait, hasValue := false, false
 	for i := 4; i < len(args); i += 2 {
 		if i+1 >= len(args) {
-			writeError(r.c, errSyntax)
+			wrongArity(r) // an option without its value
 			return
 		}
 		opt := string(args[i])

@@ -91,7 +91,7 @@ func TestSessionBadRequests(t *testing.T) {
 		{[]any{"FENCE.SESSION", "CLOSE", 0}, "ERR invalid argument: session: "},
 		{[]any{"FENCE.ACQUIRE", "k", "o", 1000, "SESSION", 5}, "ERR invalid argument: ttl: must be 0 under a session"},
 		{[]any{"FENCE.ACQUIRE", "k", "o", 1000, "VALUE", "v"}, "ERR invalid argument: value: "},
-		{[]any{"FENCE.ACQUIRE", "k", "o", 0, "SESSION"}, "ERR syntax error"},
+		{[]any{"FENCE.ACQUIRE", "k", "o", 0, "SESSION"}, "ERR wrong number of arguments for 'fence.acquire' command"},
 		{[]any{"FENCE.ACQUIRE", "k", "o", 0, "SESSION", "x"}, "ERR value is not an integer or out of range"},
 		{[]any{"FENCE.ACQUIRE", "k", "o", 1000, "WAIT", 10, "WAIT", 10}, "ERR syntax error"},
 		{[]any{"FENCE.RELEASE", "k", "o", "SESS", 1}, "ERR syntax error"},
