@@ -136,9 +136,13 @@ func (a *app) lockLease(ctx context.Context, c *client.Client, name string, ttl,
 // reported: the lock expires after its TTL anyway. A lost lease is released
 // too (the server may have renewed it after all, with the reply lost), but
 // briefly: the cluster was likely out of reach.
+//
+// A lease still valid gets until its validity ends (at least a second):
+// the command may have been stopped because renewals failed, and after the
+// validity the lock expires anyway.
 func (a *app) release(l *client.Lease) {
 	lostBefore := l.Err() != nil && !errors.Is(l.Err(), client.ErrReleased)
-	timeout := a.timeout
+	timeout := min(a.timeout, max(time.Until(l.Until()), time.Second))
 	if lostBefore {
 		timeout = min(timeout, time.Second)
 	}

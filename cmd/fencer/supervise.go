@@ -55,7 +55,8 @@ func catchSignals() (sigs chan os.Signal, stop func()) {
 //   - SIGTERM goes to the group when the validity has grace left without a
 //     renewal (the timer re-reads Until when it fires, and sleeps again if a
 //     renewal moved it), or at once when the holding is known lost; SIGKILL
-//     follows grace after the SIGTERM, or at Until, whichever comes first.
+//     follows grace after the SIGTERM, or at Until, whichever comes first
+//     (aimed a little before Until: killAhead).
 //   - forwardedSignals received by fencer are passed on to the group; fencer
 //     keeps running until the command exits.
 //   - When the command exits, whatever is left of its group is killed
@@ -131,7 +132,9 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 	// stop sends SIGTERM now and arms SIGKILL.
 	stop := func() {
 		stopping = true
-		killAt := s.hold.Until()
+		// Aimed a little before Until, so that a timer that fires late
+		// on a loaded machine still kills by then.
+		killAt := s.hold.Until().Add(-min(s.grace/4, killAhead))
 		if t := time.Now().Add(s.grace); t.Before(killAt) {
 			killAt = t
 		}
@@ -176,6 +179,9 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 		}
 	}
 }
+
+// killAhead is the most by which SIGKILL is aimed before Until.
+const killAhead = 50 * time.Millisecond
 
 // because returns ": <cause>" if the cause of the end is known.
 func (s *supervisor) because() string {
