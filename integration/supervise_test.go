@@ -275,46 +275,75 @@ touch ` + ready + `; while :; do sleep 0.02; done`
 
 // On a terminal the command's group is the terminal's foreground (it gets
 // Ctrl-C directly) and still a group of its own, so that a lost lock stops
-// its grandchild too (hashicorp/consul#2022).
+// its grandchild too (hashicorp/consul#2022). fencer runs as a job of an
+// interactive shell would: bash -m gives it a process group of its own and
+// the terminal, so fencer, in the background while the command runs, would
+// be stopped by SIGTTOU when it takes the terminal back if it did not
+// ignore it.
 func TestCLILockSupervise2022Terminal(t *testing.T) {
 	d := startFencerd(t)
 	bin := clFencerBin(t)
 	dir := t.TempDir()
-	ready, pgidFile := filepath.Join(dir, "ready"), filepath.Join(dir, "pgid")
+	ready, pgidFile, codeFile := filepath.Join(dir, "ready"), filepath.Join(dir, "pgid"), filepath.Join(dir, "code")
 	master, slave := svOpenPTY(t)
 	script := fmt.Sprintf(`sh -c 'trap "" TERM; exec sleep 1000' & echo $$ > %s; touch %s; while :; do sleep 0.05; done`, pgidFile, ready)
-	r := &svRun{cmd: exec.Command(bin, "lock", "--ttl", "2s", "tty", "--", "sh", "-c", script), out: &svBuffer{}, errOut: &svBuffer{}, done: make(chan struct{})}
-	r.cmd.Env = append(os.Environ(), "FENCER_ADDR="+d.addr)
-	r.cmd.Stdin, r.cmd.Stdout, r.cmd.Stderr = slave, r.out, r.errOut
-	// fencer leads a session whose controlling terminal is the pty, as a
-	// login shell's job would: its group is the terminal's foreground.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := r.cmd.Start(); err != nil {
+	job := exec.Command("bash", "-m", "-c", `"$FENCER" lock --ttl 2s tty -- sh -c "$SCRIPT"; echo $? > "$CODE"`)
+	job.Env = append(os.Environ(), "FENCER_ADDR="+d.addr, "FENCER="+bin, "SCRIPT="+script, "CODE="+codeFile)
+	// bash leads a session whose controlling terminal is the pty, as a
+	// login shell does (it needs the terminal on standard error too, for
+	// job control).
+	job.Stdin, job.Stdout, job.Stderr = slave, slave, slave
+	job.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := job.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan struct{})
 	go func() {
-		_ = r.cmd.Wait()
-		close(r.done)
+		_ = job.Wait()
+		close(done)
 	}()
 	t.Cleanup(func() {
-		_ = r.cmd.Process.Kill()
-		<-r.done
+		_ = syscall.Kill(-job.Process.Pid, syscall.SIGKILL)
+		<-done
 		master.Close()
 		slave.Close()
 	})
-	go func() { _, _ = io.Copy(io.Discard, master) }()
+	var out svBuffer
+	go func() { _, _ = io.Copy(&out, master) }()
 	clAwaitFile(t, ready, requestTimeout)
 	pgid := svReadInt(t, pgidFile)
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
-	fencerPid := r.cmd.Process.Pid
-	if fg := svForeground(t, master); pgid == fencerPid || fg != pgid {
-		t.Fatalf("the command's group %d (fencer's %d), the terminal's foreground %d; want the command's own group in the foreground", pgid, fencerPid, fg)
+	fencerPid := svParent(t, pgid)
+	t.Cleanup(func() { _ = syscall.Kill(fencerPid, syscall.SIGKILL) })
+	if fg := svForeground(t, master); pgid == fencerPid || pgid == job.Process.Pid || fg != pgid {
+		t.Fatalf("the command's group %d (fencer %d, bash %d), the terminal's foreground %d; want the command's own group in the foreground",
+			pgid, fencerPid, job.Process.Pid, fg)
 	}
 	svRevoke(t, d, "tty")
-	if code := r.wait(t, 10*time.Second); code != 143 {
-		t.Fatalf("exit %d, stderr %q; want 143", code, r.errOut)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("bash still runs 10s after the revoke; its output %q", out.String())
+	}
+	if code := svReadInt(t, codeFile); code != 143 {
+		t.Fatalf("fencer exited %d, want 143; output %q", code, out.String())
 	}
 	svAwaitGroupGone(t, pgid)
+}
+
+// svParent returns the parent of pid.
+func svParent(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
 }
 
 // svOpenPTY opens a new pseudo-terminal pair.
