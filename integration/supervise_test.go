@@ -64,6 +64,27 @@ func (r *svRun) wait(t *testing.T, within time.Duration) int {
 	}
 }
 
+// awaitReady waits until the command has touched ready, failing at once
+// with fencer's stderr if fencer exits first.
+func (r *svRun) awaitReady(t *testing.T, ready string) {
+	t.Helper()
+	deadline := time.Now().Add(requestTimeout)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			return
+		}
+		select {
+		case <-r.done:
+			t.Fatalf("fencer exited %d before its command was ready; stderr %q", r.cmd.ProcessState.ExitCode(), r.errOut)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command was not ready within %v; fencer's stderr %q", requestTimeout, r.errOut)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // svBuffer is a bytes.Buffer safe for a copier and the test at once.
 type svBuffer struct {
 	mu sync.Mutex
@@ -127,7 +148,7 @@ func TestCLILockSupervise9788Revoked(t *testing.T) {
 	log, ready := filepath.Join(dir, "log"), filepath.Join(dir, "ready")
 	const ttl = 2 * time.Second
 	r := svStart(t, bin, d.addr, nil, "lock", "--ttl", ttl.String(), "rev", "--", "sh", "-c", svTicker("tick", log, ready))
-	clAwaitFile(t, ready, requestTimeout)
+	r.awaitReady(t, ready)
 	svRevoke(t, d, "rev")
 	revoked := time.Now()
 	code := r.wait(t, ttl+5*time.Second)
@@ -152,7 +173,7 @@ func TestCLILockSupervise9788CutOff(t *testing.T) {
 	log, ready := filepath.Join(dir, "log"), filepath.Join(dir, "ready")
 	const ttl = 2 * time.Second
 	r := svStart(t, bin, d.addr, nil, "lock", "--ttl", ttl.String(), "cutoff", "--", "sh", "-c", svTicker("tick", log, ready))
-	clAwaitFile(t, ready, requestTimeout)
+	r.awaitReady(t, ready)
 	d.clStop(t)
 	cut := time.Now()
 	code := r.wait(t, ttl+5*time.Second)
@@ -180,7 +201,7 @@ func TestCLILockSuperviseStopsBeforeNextHolder(t *testing.T) {
 	p := svProxy(t, d.addr)
 	const ttl = 2 * time.Second
 	first := svStart(t, bin, p.addr(), nil, "lock", "--ttl", ttl.String(), "next", "--", "sh", "-c", svTicker("first", log, ready))
-	clAwaitFile(t, ready, requestTimeout)
+	first.awaitReady(t, ready)
 	p.cut()
 	second := svStart(t, bin, d.addr, nil, "lock", "--ttl", ttl.String(), "--wait", "20s", "next", "--",
 		"sh", "-c", `echo second $(date +%s%N) >> `+log)
@@ -217,7 +238,7 @@ func TestCLILockSupervise2022Grandchild(t *testing.T) {
 			ready, pgidFile := filepath.Join(dir, "ready"), filepath.Join(dir, "pgid")
 			script := fmt.Sprintf(`cd %s; sh -c 'trap "" TERM; exec sleep 1000' & echo $$ > %s; touch %s; %s`, dir, pgidFile, ready, c.stop)
 			r := svStart(t, bin, d.addr, nil, "lock", "--ttl", "2s", "gc-"+c.name, "--", "sh", "-c", script)
-			clAwaitFile(t, ready, requestTimeout)
+			r.awaitReady(t, ready)
 			pgid := svReadInt(t, pgidFile)
 			t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 			if n := len(svGroup(pgid)); n < 2 {
@@ -250,7 +271,7 @@ func TestCLILockSupervise797Signals(t *testing.T) {
 trap 'echo TERM >> ` + log + `; exit 7' TERM
 touch ` + ready + `; while :; do sleep 0.02; done`
 	r := svStart(t, bin, d.addr, nil, "lock", "--ttl", "2s", "sig", "--", "sh", "-c", script)
-	clAwaitFile(t, ready, requestTimeout)
+	r.awaitReady(t, ready)
 	for i, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT} {
 		if err := r.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
@@ -314,7 +335,11 @@ func TestCLILockSupervise2022Terminal(t *testing.T) {
 	pgid := svReadInt(t, pgidFile)
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	fencerPid := svParent(t, pgid)
-	t.Cleanup(func() { _ = syscall.Kill(fencerPid, syscall.SIGKILL) })
+	t.Cleanup(func() {
+		if t.Failed() { // stopped, say
+			_ = syscall.Kill(fencerPid, syscall.SIGKILL)
+		}
+	})
 	if fg := svForeground(t, master); pgid == fencerPid || pgid == job.Process.Pid || fg != pgid {
 		t.Fatalf("the command's group %d (fencer %d, bash %d), the terminal's foreground %d; want the command's own group in the foreground",
 			pgid, fencerPid, job.Process.Pid, fg)
