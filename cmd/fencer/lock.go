@@ -108,6 +108,7 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 		return &exitError{code: exitLockFail, err: err}
 	}
 	defer a.release(lease)
+	freshen(ctx, lease, grace)
 
 	child := exec.Command(path, argv[1:]...)
 	child.Args[0] = argv[0]
@@ -118,6 +119,22 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	child.WaitDelay = time.Second
 	s := &supervisor{hold: lease, grace: grace, what: fmt.Sprintf("the lock %q", name), cause: lease.Err, stderr: a.stderr}
 	return s.run(child, sigs)
+}
+
+// freshen renews lease before the command starts if it has no more than
+// twice grace left: a grant can arrive with much of its validity spent (the
+// reply to a wait, or a request held up by an election), and the
+// supervisor would otherwise send SIGTERM before the renewal, already due,
+// had a chance. A failure is left to the supervisor: a lost lease does not
+// start the command, a valid one runs it under the usual rules.
+func freshen(ctx context.Context, lease *client.Lease, grace time.Duration) {
+	left := time.Until(lease.Until())
+	if left > 2*grace {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	_ = lease.Extend(ctx)
 }
 
 // lockLease waits for the lock; SIGINT, SIGTERM and SIGHUP stop the wait.

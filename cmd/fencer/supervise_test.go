@@ -269,3 +269,21 @@ func awaitGone(t *testing.T, pid int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A grant with no more than twice grace left is renewed before the command
+// starts, so that the supervisor does not stop the command at once; one
+// with more is left as it is.
+func TestLockFreshensASpentGrant(t *testing.T) {
+	const ttl, grace = 900 * time.Millisecond, 300 * time.Millisecond
+	l := superviseLease(t, "sup-fresh", ttl, false)
+	before := l.Until()
+	freshen(context.Background(), l, grace)
+	if !l.Until().Equal(before) {
+		t.Errorf("a fresh grant was renewed: validity end %v, was %v", l.Until(), before)
+	}
+	time.Sleep(time.Until(before.Add(-2 * grace)))
+	freshen(context.Background(), l, grace)
+	if left := time.Until(l.Until()); left <= 2*grace {
+		t.Fatalf("after freshen %v of the validity is left; want more than %v", left, 2*grace)
+	}
+}
