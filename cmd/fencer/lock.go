@@ -121,22 +121,6 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	return s.run(child, sigs)
 }
 
-// freshen renews lease before the command starts if it has no more than
-// twice grace left: a grant can arrive with much of its validity spent (the
-// reply to a wait, or a request held up by an election), and the
-// supervisor would otherwise send SIGTERM before the renewal, already due,
-// had a chance. A failure is left to the supervisor: a lost lease does not
-// start the command, a valid one runs it under the usual rules.
-func freshen(ctx context.Context, lease *client.Lease, grace time.Duration) {
-	left := time.Until(lease.Until())
-	if left > 2*grace {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, left)
-	defer cancel()
-	_ = lease.Extend(ctx)
-}
-
 // lockLease waits for the lock; SIGINT, SIGTERM and SIGHUP stop the wait.
 func (a *app) lockLease(ctx context.Context, c *client.Client, name string, ttl, wait time.Duration) (*client.Lease, error) {
 	ctx, stop := signalContext(ctx)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,29 @@ import (
 type holding interface {
 	Until() time.Time
 	Done() <-chan struct{}
+}
+
+// renewable is a holding that can be renewed on demand, as *client.Lease
+// can.
+type renewable interface {
+	holding
+	Extend(ctx context.Context) error
+}
+
+// freshen renews h before the command starts if it has no more than twice
+// grace left: a grant can arrive with much of its validity spent (the
+// reply to a wait, or a request held up by an election), and the
+// supervisor would otherwise send SIGTERM before the renewal, already due,
+// had a chance. A failure is left to the supervisor: a lost holding does
+// not start the command, a valid one runs it under the usual rules.
+func freshen(ctx context.Context, h renewable, grace time.Duration) {
+	left := time.Until(h.Until())
+	if left > 2*grace {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	_ = h.Extend(ctx)
 }
 
 // forwardedSignals are passed on to the command's process group (Consul's
@@ -70,7 +94,9 @@ func catchSignals() (sigs chan os.Signal, stop func()) {
 // message it writes to the terminal, and taking the foreground back after
 // the command, do not stop it. Job control is not passed through: Ctrl-Z
 // stops the command, not fencer (fencer cannot stop with it without losing
-// the lock), so `fg` does not apply; kill -CONT the command's group.
+// the lock), so `fg` does not apply; kill -CONT the command's group. (A
+// stop sends SIGCONT after SIGTERM, as systemd does, and SIGKILL ends a
+// stopped process anyway.)
 type supervisor struct {
 	hold  holding
 	grace time.Duration // between SIGTERM and SIGKILL, at most; see above
@@ -140,6 +166,9 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 		}
 		if s.grace > 0 {
 			group(syscall.SIGTERM)
+			// A stopped process (Ctrl-Z, SIGSTOP) handles its
+			// SIGTERM only once continued.
+			group(syscall.SIGCONT)
 		}
 		timer.Reset(time.Until(killAt))
 	}

@@ -18,7 +18,7 @@ import (
 
 // The lease is a *client.Lease from the test node; fencer elect passes its
 // leadership instead.
-var _ holding = (*client.Lease)(nil)
+var _ renewable = (*client.Lease)(nil)
 
 // superviseLease takes the lock name on the test node with ttl, renewed in
 // the background if renew is set, and releases it at the end of the test.
@@ -285,5 +285,21 @@ func TestLockFreshensASpentGrant(t *testing.T) {
 	freshen(context.Background(), l, grace)
 	if left := time.Until(l.Until()); left <= 2*grace {
 		t.Fatalf("after freshen %v of the validity is left; want more than %v", left, 2*grace)
+	}
+}
+
+// A stopped command (Ctrl-Z, SIGSTOP) is continued after its SIGTERM, so
+// that it can handle it before SIGKILL.
+func TestSuperviseContinuesAStoppedCommand(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	l := superviseLease(t, "sup-stopped", 3*time.Second, true)
+	go func() {
+		awaitFile(t, ready, 5*time.Second)
+		time.Sleep(100 * time.Millisecond) // for the kill -STOP
+		revokeLock(t, "sup-stopped")
+	}()
+	code, stderr := superviseRun(t, l, 900*time.Millisecond, `trap 'exit 5' TERM; touch `+ready+`; kill -STOP $$; sleep 10`)
+	if code != 5 || !strings.Contains(stderr, "lost the lock") {
+		t.Fatalf("exit %d, stderr %q; want 5, from the command's SIGTERM trap, after the revoke", code, stderr)
 	}
 }
