@@ -16,7 +16,7 @@ import (
 )
 
 func (a *app) lockCommand() *cobra.Command {
-	var ttl, wait, killAfter time.Duration
+	var ttl, wait, grace, killAfter time.Duration
 	cmd := &cobra.Command{
 		Use:   "lock NAME [--] COMMAND [ARG...]",
 		Short: "Run a command while holding a lock",
@@ -24,23 +24,30 @@ func (a *app) lockCommand() *cobra.Command {
 then runs COMMAND with the lock's fencing token in $FENCER_TOKEN (and the
 lock's name in $FENCER_LOCK), renewing the lease while the command runs, and
 releases the lock when the command exits. It exits with the command's status.
+Pass the token to the storage the command writes to, so that a write that
+comes too late is refused.
 
-If the lease is lost (the cluster cannot be reached for longer than the
-lease's validity, or the lock was taken away), lock sends the command SIGTERM,
-then SIGKILL after --kill-after, and exits with the command's status. Pass the
-token to the storage the command writes to, so that a write that comes too
-late is refused.
+The command is stopped before the lock can pass to another holder. If the
+lease has not been renewed when --grace is left of its validity (as the
+client counts it, which ends before the server's), or as soon as it is known
+lost (the lock was revoked, or taken away), lock sends the command SIGTERM,
+then SIGKILL --grace later or when the validity ends, whichever comes first.
+--grace is a third of --ttl unless given; it can be up to half of --ttl.
+
+The command runs in a process group of its own, and these signals go to the
+whole group, so that what the command started stops with it; whatever is
+left of the group when the command exits is killed before the lock is
+released. SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGQUIT sent to lock
+are passed on to the group; lock waits for the command to exit, then
+releases the lock. On a terminal the command's group is the terminal's
+foreground: it can read the terminal, and Ctrl-C reaches it directly.
 
 lock writes nothing to standard output; the command's output is the only
-output. SIGINT, SIGTERM and SIGHUP are passed on to the command. When
-standard input is not a terminal, the command runs in a process group of its
-own, and signals (and the SIGTERM and SIGKILL of a lost lease) go to the
-whole group; on a terminal it stays in the foreground, Ctrl-C reaches it
-directly, and only the command itself is signalled.
+output.
 
-Exit status: the command's (128+n if signal n killed it); 125 if the lock
-could not be taken (including --wait running out); 126 if the command cannot
-be run; 127 if it is not found.`,
+Exit status: the command's (128+n if signal n killed it: 143 after SIGTERM,
+137 after SIGKILL); 125 if the lock could not be taken (including --wait
+running out); 126 if the command cannot be run; 127 if it is not found.`,
 		Example: `  fencer lock build-x -- make release
   fencer lock --ttl 30s --wait 5m nightly -- sh -c 'backup --fencing-token "$FENCER_TOKEN"'`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -54,20 +61,29 @@ be run; 127 if it is not found.`,
 			if argv[0] == "--" {
 				argv = argv[1:]
 			}
-			return a.runLocked(cmd.Context(), args[0], argv, ttl, wait, killAfter)
+			if !cmd.Flags().Changed("grace") {
+				grace = defaultGrace(ttl)
+			}
+			if err := checkGrace(grace, ttl); err != nil {
+				return err
+			}
+			return a.runLocked(cmd.Context(), args[0], argv, ttl, wait, grace)
 		},
 	}
 	// Everything after NAME belongs to the command, "--" or not.
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "time to live of the lease, renewed about every third of it")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "give up (exit status 125) if the lock is not ours within this long (0: wait as long as it takes)")
-	cmd.Flags().DurationVar(&killAfter, "kill-after", 10*time.Second, "after a lost lease, how long the command has between SIGTERM and SIGKILL")
+	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM the command when this much of the lease's validity is left without a renewal, SIGKILL it this long later or at the end of the validity (default a third of --ttl)")
+	// --kill-after let the command outlive the lease by up to 10s; the
+	// stop is now bounded by the validity, and --grace sets the rest.
+	cmd.Flags().DurationVar(&killAfter, "kill-after", 0, "ignored (deprecated): the command is now always killed by the end of the lease's validity; see --grace")
 	return cmd
 }
 
 // runLocked takes the lock, runs argv under it and returns the command's
 // exit status as an *exitError (or nil for 0).
-func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wait, killAfter time.Duration) error {
+func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wait, grace time.Duration) error {
 	// A command that cannot run fails before the lock is taken.
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -83,11 +99,16 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	}
 	defer c.Close()
 
+	// Caught from now on, so that none is lost between the grant and the
+	// start of the command.
+	sigs, stopSignals := catchSignals()
+	defer stopSignals()
 	lease, err := a.lockLease(ctx, c, name, ttl, wait)
 	if err != nil {
 		return &exitError{code: exitLockFail, err: err}
 	}
 	defer a.release(lease)
+	freshen(ctx, lease, grace)
 
 	child := exec.Command(path, argv[1:]...)
 	child.Args[0] = argv[0]
@@ -96,57 +117,8 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	// Output still held open by the command's own children after it exits
 	// does not hold up fencer for long.
 	child.WaitDelay = time.Second
-	// Without a terminal, the command gets a process group of its own, so
-	// that stopping it stops everything it started. On a terminal it stays
-	// in fencer's group, the terminal's foreground, so that it can read the
-	// terminal and gets Ctrl-C from it directly.
-	group := !isTerminal(a.stdin)
-	if group {
-		child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	}
-	signalChild := func(s syscall.Signal) {
-		if group {
-			_ = syscall.Kill(-child.Process.Pid, s)
-		} else {
-			_ = child.Process.Signal(s)
-		}
-	}
-	// Signals are caught before the command starts, so none is lost.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	if err := child.Start(); err != nil {
-		return &exitError{code: exitNoExec, err: err}
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-
-	lost := lease.Done()
-	var kill <-chan time.Time
-	for {
-		select {
-		case err := <-exited:
-			if lost == nil && group {
-				// The lease is gone: nothing the command started may
-				// go on writing.
-				signalChild(syscall.SIGKILL)
-			}
-			return exitStatus(child, err)
-		case s := <-sigs:
-			if s == syscall.SIGINT && !group {
-				continue // the terminal sent it to the command too
-			}
-			signalChild(s.(syscall.Signal))
-		case <-lost:
-			lost = nil
-			fmt.Fprintf(a.stderr, "fencer: lost the lock %q: %v; stopping the command (SIGTERM, then SIGKILL after %v)\n",
-				name, lease.Err(), killAfter)
-			signalChild(syscall.SIGTERM)
-			kill = time.After(killAfter)
-		case <-kill:
-			signalChild(syscall.SIGKILL)
-		}
-	}
+	s := &supervisor{hold: lease, grace: grace, what: fmt.Sprintf("the lock %q", name), cause: lease.Err, stderr: a.stderr}
+	return s.run(child, sigs)
 }
 
 // lockLease waits for the lock; SIGINT, SIGTERM and SIGHUP stop the wait.
@@ -165,9 +137,13 @@ func (a *app) lockLease(ctx context.Context, c *client.Client, name string, ttl,
 // reported: the lock expires after its TTL anyway. A lost lease is released
 // too (the server may have renewed it after all, with the reply lost), but
 // briefly: the cluster was likely out of reach.
+//
+// A lease still valid gets until its validity ends (at least a second):
+// the command may have been stopped because renewals failed, and after the
+// validity the lock expires anyway.
 func (a *app) release(l *client.Lease) {
 	lostBefore := l.Err() != nil && !errors.Is(l.Err(), client.ErrReleased)
-	timeout := a.timeout
+	timeout := min(a.timeout, max(time.Until(l.Until()), time.Second))
 	if lostBefore {
 		timeout = min(timeout, time.Second)
 	}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// holding is what a supervised command runs under: a lease (*client.Lease),
+// or the leadership of an election, which has the same shape.
+//
+// Until is the end of its validity as the client counts it, which ends
+// before the server's: it moves later on each renewal and never earlier.
+// Done is closed when it is known lost (the server said so, or the validity
+// ran out), or released.
+type holding interface {
+	Until() time.Time
+	Done() <-chan struct{}
+}
+
+// renewable is a holding that can be renewed on demand, as *client.Lease
+// can.
+type renewable interface {
+	holding
+	Extend(ctx context.Context) error
+}
+
+// freshen renews h before the command starts if it has no more than twice
+// grace left: a grant can arrive with much of its validity spent (the
+// reply to a wait, or a request held up by an election), and the
+// supervisor would otherwise send SIGTERM before the renewal, already due,
+// had a chance. A failure is left to the supervisor: a lost holding does
+// not start the command, a valid one runs it under the usual rules.
+func freshen(ctx context.Context, h renewable, grace time.Duration) {
+	left := time.Until(h.Until())
+	if left > 2*grace {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	_ = h.Extend(ctx)
+}
+
+// forwardedSignals are passed on to the command's process group (Consul's
+// `consul lock` passed on too few: hashicorp/consul#797, #1210). SIGQUIT is
+// caught too, so that fencer does not die with a goroutine dump and leave
+// the command running unsupervised.
+var forwardedSignals = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGQUIT,
+}
+
+// catchSignals starts catching forwardedSignals, for supervisor.run to pass
+// on. Call it before taking the lock, so that a signal that arrives between
+// the grant and the start of the command is not lost (it is passed on as
+// soon as the command runs); call stop when the command has ended.
+func catchSignals() (sigs chan os.Signal, stop func()) {
+	sigs = make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	return sigs, func() { signal.Stop(sigs) }
+}
+
+// supervisor runs a command only while a holding is valid, and makes sure
+// that the command, and everything it started, has stopped before the
+// validity ends, so that it cannot overlap the next holder (Consul's
+// hashicorp/consul#9788: a child killed long after the lock was lost).
+//
+// The rules:
+//   - The command runs in a process group of its own, and every signal goes
+//     to the whole group, so that nothing the command started outlives it
+//     (hashicorp/consul#2022). A process that leaves the group (setsid,
+//     setpgid) escapes; run such a command under a service manager instead.
+//   - SIGTERM goes to the group when the validity has grace left without a
+//     renewal (the timer re-reads Until when it fires, and sleeps again if a
+//     renewal moved it), or at once when the holding is known lost; SIGKILL
+//     follows grace after the SIGTERM, or at Until, whichever comes first
+//     (aimed a little before Until: killAhead).
+//   - forwardedSignals received by fencer are passed on to the group; fencer
+//     keeps running until the command exits.
+//   - When the command exits, whatever is left of its group is killed
+//     (SIGKILL) before run returns, so before the lock is released.
+//
+// On a terminal (standard input is a terminal whose foreground is fencer's
+// process group) the command's group is made the terminal's foreground
+// (SysProcAttr.Foreground), so that it reads the terminal and gets Ctrl-C
+// and Ctrl-\ from it directly, while fencer, now in the background, can
+// still signal the whole group. fencer ignores SIGTTOU meanwhile, so that a
+// message it writes to the terminal, and taking the foreground back after
+// the command, do not stop it. Job control is not passed through: Ctrl-Z
+// stops the command, not fencer (fencer cannot stop with it without losing
+// the lock), so `fg` does not apply; kill -CONT the command's group. (A
+// stop sends SIGCONT after SIGTERM, as systemd does, and SIGKILL ends a
+// stopped process anyway.)
+type supervisor struct {
+	hold  holding
+	grace time.Duration // between SIGTERM and SIGKILL, at most; see above
+	// what names the holding in messages: `the lock "x"`.
+	what string
+	// cause, if not nil, says why hold ended, for the message.
+	cause  func() error
+	stderr io.Writer
+}
+
+// run starts cmd (not yet started) under s, passes on the signals received
+// on sigs (from catchSignals), stops the command as the rules say, waits
+// for it, and returns its end as fencer's exit status: nil for 0, else an
+// *exitError (128+n if signal n killed it; 126 if it could not start; 125
+// if the holding was lost before the command started).
+func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
+	select {
+	case <-s.hold.Done():
+		return &exitError{code: exitLockFail, err: fmt.Errorf("lost %s before the command started%s", s.what, s.because())}
+	default:
+	}
+	tty, foreground := foregroundTerminal(cmd.Stdin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if foreground {
+		cmd.SysProcAttr.Foreground = true
+		cmd.SysProcAttr.Ctty = int(tty.Fd())
+	}
+	if err := cmd.Start(); err != nil {
+		return &exitError{code: exitNoExec, err: err}
+	}
+	if foreground {
+		// After Start, so that the command does not inherit the
+		// disposition.
+		signal.Ignore(syscall.SIGTTOU)
+		defer func() {
+			takeForeground(tty)
+			signal.Reset(syscall.SIGTTOU)
+		}()
+	}
+	// The group's id is the command's pid, which stays ours until the
+	// command is reaped: waitExited does not reap it, cmd.Wait below does,
+	// after the last signal to the group.
+	pgid := cmd.Process.Pid
+	group := func(sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+	exited := make(chan struct{})
+	var waitErr error
+	waited := false // reaped already: only where waitExited cannot wait
+	go func() {
+		if !waitExited(pgid) {
+			waitErr, waited = cmd.Wait(), true
+		}
+		close(exited)
+	}()
+
+	lost := s.hold.Done()
+	timer := time.NewTimer(time.Until(s.hold.Until().Add(-s.grace)))
+	defer timer.Stop()
+	stopping, killed := false, false
+	// stop sends SIGTERM now and arms SIGKILL.
+	stop := func() {
+		stopping = true
+		// Aimed a little before Until, so that a timer that fires late
+		// on a loaded machine still kills by then.
+		killAt := s.hold.Until().Add(-min(s.grace/4, killAhead))
+		if t := time.Now().Add(s.grace); t.Before(killAt) {
+			killAt = t
+		}
+		if s.grace > 0 {
+			group(syscall.SIGTERM)
+			// A stopped process (Ctrl-Z, SIGSTOP) handles its
+			// SIGTERM only once continued.
+			group(syscall.SIGCONT)
+		}
+		timer.Reset(time.Until(killAt))
+	}
+	for {
+		select {
+		case <-exited:
+			// Whatever the command left behind in its group must not
+			// go on after the lock is released.
+			group(syscall.SIGKILL)
+			if !waited {
+				waitErr = cmd.Wait()
+			}
+			return exitStatus(cmd, waitErr)
+		case sig := <-sigs:
+			group(sig.(syscall.Signal))
+		case <-lost:
+			lost = nil
+			if !stopping {
+				fmt.Fprintf(s.stderr, "fencer: lost %s%s; stopping the command (SIGTERM, then SIGKILL within %v)\n",
+					s.what, s.because(), s.killWithin())
+				stop()
+			}
+		case <-timer.C:
+			switch {
+			case !stopping:
+				if left := time.Until(s.hold.Until()); left > s.grace {
+					timer.Reset(left - s.grace) // renewed meanwhile
+					continue
+				}
+				fmt.Fprintf(s.stderr, "fencer: could not renew %s, whose validity ends in %v; stopping the command (SIGTERM, then SIGKILL within %v)\n",
+					s.what, max(time.Until(s.hold.Until()), 0).Round(time.Millisecond), s.killWithin())
+				stop()
+			case !killed:
+				killed = true
+				group(syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+// killAhead is the most by which SIGKILL is aimed before Until.
+const killAhead = 50 * time.Millisecond
+
+// because returns ": <cause>" if the cause of the end is known.
+func (s *supervisor) because() string {
+	if s.cause == nil {
+		return ""
+	}
+	if err := s.cause(); err != nil {
+		return ": " + err.Error()
+	}
+	return ""
+}
+
+// killWithin is the longest time from SIGTERM to SIGKILL, for messages.
+func (s *supervisor) killWithin() time.Duration {
+	return min(s.grace, max(time.Until(s.hold.Until()), 0)).Round(time.Millisecond)
+}
+
+// defaultGrace returns the grace for a TTL when none is given: a third of
+// it, the renewal period, so that SIGTERM comes when a renewal due a third
+// of the TTL ago has still not succeeded.
+func defaultGrace(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// checkGrace refuses a grace that would leave the command less than half
+// of the TTL: a grant that arrives after a wait can have only about half of
+// its validity left, and SIGTERM would then come before the first renewal.
+func checkGrace(grace, ttl time.Duration) error {
+	if grace < 0 || grace > ttl/2 {
+		return usage("--grace must be between 0 and half of --ttl (%v), got %v", ttl/2, grace)
+	}
+	return nil
+}
+
+// foregroundTerminal returns r as a terminal if it is one whose foreground
+// process group is fencer's own. fencer in the background of its terminal
+// (`fencer lock ... &`) must not take the foreground from the shell.
+func foregroundTerminal(r io.Reader) (*os.File, bool) {
+	f, ok := r.(*os.File)
+	if !ok || f == nil || !isTerminal(f) {
+		return nil, false
+	}
+	var pgrp int32
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TIOCGPGRP, uintptr(unsafe.Pointer(&pgrp))); errno != 0 {
+		return nil, false
+	}
+	return f, int(pgrp) == syscall.Getpgrp()
+}
+
+// takeForeground makes fencer's process group the foreground of tty again,
+// as the shell that started fencer left it. SIGTTOU must be ignored: fencer
+// is in the background until this returns.
+func takeForeground(tty *os.File) {
+	pgrp := int32(syscall.Getpgrp())
+	for {
+		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, tty.Fd(), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&pgrp)))
+		if errno != syscall.EINTR {
+			return
+		}
+	}
+}
