@@ -185,3 +185,72 @@ func ExampleClient_Status() {
 	// true true true true
 	// false
 }
+
+// A leader election whose epoch fences the leader's writes: the leader
+// that follows a deposed one has a higher epoch, and the storage refuses
+// the deposed leader's late write.
+func ExampleElection() {
+	c, err := client.New(addrs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	storage := fence.NewMemory()
+	write := func(who string, epoch uint64) error {
+		return storage.Admit(ctx, "primary", epoch, func(context.Context) error {
+			fmt.Println(who, "writes as the leader")
+			return nil
+		})
+	}
+
+	// The first campaigner is elected and writes.
+	s1, err := c.NewSession(ctx, client.WithSessionTTL(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	first := c.NewElection(s1, "example-election")
+	epoch1, err := first.Campaign(ctx, "host-a")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := write("host-a", epoch1); err != nil {
+		log.Fatal(err)
+	}
+
+	// Its session ends (here it is closed; a pause or a crash ends it
+	// after its TTL), and the next campaigner is elected.
+	s2, err := c.NewSession(ctx, client.WithSessionTTL(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	second := c.NewElection(s2, "example-election")
+	elected := make(chan uint64)
+	go func() {
+		epoch, err := second.Campaign(ctx, "host-b")
+		if err != nil {
+			log.Fatal(err)
+		}
+		elected <- epoch
+	}()
+	_ = s1.Close(ctx)
+	epoch2 := <-elected
+	leader, err := second.Leader(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leader:", leader.Value, "with a higher epoch:", epoch2 > epoch1)
+	if err := write("host-b", epoch2); err != nil {
+		log.Fatal(err)
+	}
+
+	// The deposed leader's late write carries the old epoch: refused.
+	err = write("host-a", epoch1)
+	fmt.Println("deposed leader's write refused:", errors.Is(err, fence.ErrStaleToken))
+	// Output:
+	// host-a writes as the leader
+	// leader: host-b with a higher epoch: true
+	// host-b writes as the leader
+	// deposed leader's write refused: true
+}
