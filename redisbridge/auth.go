@@ -214,7 +214,7 @@ func helloHasAuth(args [][]byte) bool {
 func lockKeys(name string, args [][]byte) [][]byte {
 	switch name {
 	case "fence.acquire", "fence.extend", "fence.release", "fence.revoke",
-		"fence.status", "fence.token", "fence.check":
+		"fence.status", "fence.token", "fence.check", "fence.watch":
 		if len(args) > 1 {
 			return args[1:2]
 		}
