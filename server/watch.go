@@ -19,14 +19,15 @@ import (
 // ordered; the events of one command (a transaction's, or a release and
 // the hand-off to a waiter) share it and come in the order they happened.
 //
-// A node keeps the last Config.WatchWindow events in a ring, so that a
-// client that lost its connection resumes from the last position it saw,
-// on any node, and misses nothing. When the history it asks for is gone
-// (older than the ring, or from before a snapshot this node restored, or
-// before it started), or when it reads too slowly and its queue fills up,
-// it is sent a reset instead: the key's current state and the position it
-// was read at, after which events resume from that position. A watcher is
-// never left with a silent gap, and applying entries never waits for one.
+// A node keeps the last Config.WatchWindow events (and no more than
+// watchBytes of them) in a ring, so that a client that lost its connection
+// resumes from the last position it saw, on any node, and misses nothing.
+// When the history it asks for is gone (older than the ring, or from before
+// a snapshot the node restored, at start or sent by the leader), or when it
+// reads too slowly and its queue fills up, it is sent a reset instead: the
+// key's current state and the position it was read at, after which events
+// resume from that position. A watcher is never left with a silent gap, and
+// applying entries never waits for one.
 
 // EventKind is the kind of a watch event.
 type EventKind uint8
@@ -92,10 +93,14 @@ type watchHub struct {
 	queue int // each watch's queue (watchQueue; tests lower it)
 
 	mu sync.Mutex
-	// ring holds the last len(ring) events; head is the oldest when full.
-	ring []WatchEvent
-	head int
-	full bool
+	// ring holds the last n events, the newest at head-1; bytes is what
+	// their keys and owners take.
+	ring  []WatchEvent
+	head  int
+	n     int
+	bytes int
+	// budget bounds bytes (watchBytes; tests lower it).
+	budget int
 	// since: every event with a position above it is in ring.
 	since   uint64
 	watches map[string]map[*Watch]struct{}
@@ -108,7 +113,7 @@ type watchHub struct {
 }
 
 func newWatchHub(table *fsm.Table, window, max int) *watchHub {
-	return &watchHub{table: table, max: max, queue: watchQueue,
+	return &watchHub{table: table, max: max, queue: watchQueue, budget: watchBytes,
 		ring: make([]WatchEvent, window), watches: make(map[string]map[*Watch]struct{}),
 		grantsAt: make(map[string]WatchEvent)}
 }
@@ -171,17 +176,17 @@ func (h *watchHub) publish(ev WatchEvent) {
 		}
 		h.grantsAt[ev.Key] = ev
 	}
-	if len(h.ring) > 0 {
-		if h.full {
-			h.since = h.ring[h.head].Position
-		}
+	size := eventSize(ev)
+	for h.n > 0 && (h.n == len(h.ring) || h.bytes+size > h.budget) {
+		h.evict()
+	}
+	if size <= h.budget {
 		h.ring[h.head] = ev
-		h.head++
-		if h.head == len(h.ring) {
-			h.head, h.full = 0, true
-		}
+		h.head = (h.head + 1) % len(h.ring)
+		h.n++
+		h.bytes += size
 	} else {
-		h.since = ev.Position
+		h.since = ev.Position // (a value too large to keep)
 	}
 	for w := range h.watches[ev.Key] {
 		w.push(ev, h.queue)
@@ -195,7 +200,7 @@ func (h *watchHub) restoredLocked() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	clear(h.ring)
-	h.head, h.full = 0, false
+	h.head, h.n, h.bytes = 0, 0, 0
 	h.since = h.table.Position()
 	clear(h.grantsAt)
 	for _, ws := range h.watches {
@@ -285,17 +290,27 @@ func (h *watchHub) watch(key string, from uint64, resume bool) (*Watch, error) {
 
 // replay queues the retained events of w's key after w.after.
 func (h *watchHub) replay(w *Watch) {
-	n, start := h.head, 0
-	if h.full {
-		n, start = len(h.ring), h.head
-	}
-	for i := 0; i < n; i++ {
+	start := h.head - h.n + len(h.ring)
+	for i := 0; i < h.n; i++ {
 		ev := h.ring[(start+i)%len(h.ring)]
 		if ev.Key == w.key {
 			w.push(ev, h.queue)
 		}
 	}
 }
+
+// evict drops the oldest retained event: the history before it is gone.
+func (h *watchHub) evict() {
+	i := (h.head - h.n + len(h.ring)) % len(h.ring)
+	h.since = h.ring[i].Position
+	h.bytes -= eventSize(h.ring[i])
+	h.ring[i] = WatchEvent{}
+	h.n--
+}
+
+// eventSize is what a retained event takes, roughly: its strings are the
+// table's (a Redis value's can be large), kept alive by the ring.
+func eventSize(ev WatchEvent) int { return len(ev.Key) + len(ev.Owner) + 64 }
 
 // remove forgets w.
 func (h *watchHub) remove(w *Watch) {
@@ -419,3 +434,9 @@ func (w *Watch) Close() {
 
 // maxWatchWindow bounds Config.WatchWindow: the ring is allocated whole.
 const maxWatchWindow = 1 << 24
+
+// watchBytes bounds the memory of the retained events besides the ring
+// itself: an owner is a string's whole value, which a Redis SET can make
+// large, and the ring would keep every value a key had. Past it the oldest
+// events go first, as past WatchWindow.
+const watchBytes = 64 << 20

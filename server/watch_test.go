@@ -329,3 +329,25 @@ func TestWatchOneGrantPerTokenAndOwnerInACommand(t *testing.T) {
 	assert.Equal(t, g2, next(t, w))
 	noEvent(t, w)
 }
+
+// The retained events are bounded in bytes as well as in number: a large
+// value pushes the oldest out, and one larger than the budget is not kept.
+func TestWatchWindowBoundedInBytes(t *testing.T) {
+	h := newWatchHub(nil, 100, 8)
+	h.budget = 3 * eventSize(WatchEvent{Key: "k", Owner: "vv"})
+	for pos := uint64(1); pos <= 3; pos++ {
+		h.publish(WatchEvent{Kind: EventGranted, Key: "k", Position: pos, Owner: "vv", Token: pos})
+	}
+	assert.Equal(t, uint64(0), h.since)
+	h.publish(WatchEvent{Kind: EventGranted, Key: "k", Position: 4, Owner: "vvvvvvvvvvvvvvv", Token: 4})
+	assert.Equal(t, uint64(2), h.since, "two events made room")
+	assert.Equal(t, 2, h.n)
+	w, err := h.watch("k", 2, true)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), next(t, w).Position)
+	assert.Equal(t, uint64(4), next(t, w).Position)
+	h.publish(WatchEvent{Kind: EventGranted, Key: "k", Position: 5, Owner: string(make([]byte, h.budget)), Token: 5})
+	assert.Equal(t, uint64(5), h.since, "too large to keep: the history up to it is gone")
+	assert.Equal(t, 0, h.n)
+	assert.Equal(t, uint64(5), next(t, w).Position, "a live watch still gets it")
+}
