@@ -258,7 +258,7 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 	if st.proto == 2 && st.sub != nil && (st.sub.count() > 0 || st.watching()) && !allowedWhileSubscribed[name] {
 		// RESP2 cannot tell a reply from a message: Redis allows only these
 		// while subscribed.
-		writeError(c, errf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / FENCE.WATCH / FENCE.UNWATCH / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))
+		writeError(c, errf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))
 		return
 	}
 	h(b, &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st})
