@@ -220,7 +220,7 @@ func helloHasAuth(args [][]byte) bool {
 func lockKeys(name string, args [][]byte) [][]byte {
 	switch name {
 	case "fence.acquire", "fence.extend", "fence.release", "fence.revoke",
-		"fence.status", "fence.token", "fence.check", "fence.proclaim", "fence.holder":
+		"fence.status", "fence.token", "fence.check", "fence.proclaim", "fence.holder", "fence.watch":
 		if len(args) > 1 {
 			return args[1:2]
 		}

@@ -81,6 +81,9 @@ type connState struct {
 	sub *subscriber
 	// detached marks a connection taken out of redcon's loop (sub is set).
 	detached bool
+	// watches are the keys the connection watches (FENCE.WATCH), touched
+	// only by the goroutine serving its commands.
+	watches map[string]*connWatch
 	// user is the authenticated user; nil before AUTH (or always, when
 	// authentication is off).
 	user *User
@@ -169,6 +172,8 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.proclaim": (*Bridge).proclaim,
 		"fence.holder":   (*Bridge).holder,
 		"fence.leader":   (*Bridge).leader,
+		"fence.watch":    (*Bridge).watch,
+		"fence.unwatch":  (*Bridge).unwatch,
 
 		"fence.members":   (*Bridge).members,
 		"fence.join":      (*Bridge).join,
@@ -262,7 +267,7 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		writeError(c, unknownCommand(cmd.Args))
 		return
 	}
-	if st.proto == 2 && st.sub != nil && st.sub.count() > 0 && !allowedWhileSubscribed[name] {
+	if st.proto == 2 && st.sub != nil && (st.sub.count() > 0 || st.watching()) && !allowedWhileSubscribed[name] {
 		// RESP2 cannot tell a reply from a message: Redis allows only these
 		// while subscribed.
 		writeError(c, errf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))

@@ -51,6 +51,8 @@ var commandSpecs = map[string]cmdSpec{
 	"fence.token":     {arity: -2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Returns the current grant's token: key [value]."},
 	"fence.check":     {arity: 3, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Reports whether a token is the current grant: key token."},
 	"fence.leader":    {arity: 1, group: "fencer", summary: "Returns the leader's ID and client address."},
+	"fence.watch":     {arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Pushes every change of a lock's holder: key [FROM position]."},
+	"fence.unwatch":   {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, group: "fencer", summary: "Stops watching keys: [key ...]."},
 	"fence.members":   {arity: 1, group: "fencer", summary: "Lists the cluster's members."},
 	"fence.join":      {arity: 4, flags: []string{"write"}, group: "fencer", summary: "Adds a member: id raft-addr client-addr."},
 	"fence.remove":    {arity: 2, flags: []string{"write"}, group: "fencer", summary: "Removes a member: id."},
@@ -82,6 +84,7 @@ var hasSubcommands = map[string]bool{"client": true, "command": true, "script": 
 var allowedWhileSubscribed = map[string]bool{
 	"subscribe": true, "ssubscribe": true, "unsubscribe": true, "sunsubscribe": true,
 	"psubscribe": true, "punsubscribe": true, "ping": true, "quit": true, "reset": true,
+	"fence.watch": true, "fence.unwatch": true,
 }
 
 func sortedCommandNames() []string {

@@ -258,6 +258,7 @@ func (b *Bridge) reset(r *request) {
 	if r.conn.sub != nil {
 		b.hub.leaveAll(r.conn.sub)
 	}
+	b.unwatchAll(r.conn)
 	r.conn.proto, r.conn.name, r.conn.libName, r.conn.libVer = 2, "", "", ""
 	r.conn.user = nil // as Redis: RESET signs the connection out
 	r.c.WriteString("RESET")

@@ -17,6 +17,7 @@ type applier struct {
 	table   *fsm.Table
 	grants  *grants
 	metrics *metrics
+	watches *watchHub
 	// snapPos is the table's position (fsm.Table.Position) when the last
 	// snapshot was taken or restored.
 	snapPos atomic.Uint64
@@ -69,6 +70,7 @@ func (a *applier) resultLocked(r *fsm.Result) {
 	}
 	a.metrics.applied(r)
 	a.grants.appliedLocked(r)
+	a.watches.appliedLocked(r)
 }
 
 func (a *applier) Snapshot() (raft.FSMSnapshot, error) {
@@ -105,5 +107,6 @@ func (a *applier) Restore(rc io.ReadCloser) error {
 	}
 	a.snapPos.Store(a.table.Position())
 	a.grants.restoredLocked()
+	a.watches.restoredLocked()
 	return nil
 }

@@ -94,6 +94,14 @@ type Config struct {
 	// Quotas bound the locks held under lock-name patterns (see Quota);
 	// none by default.
 	Quotas []Quota
+	// WatchWindow is how many of the latest watch events the node keeps in
+	// memory, so that a watch resumed from an earlier position (after a
+	// reconnect) is sent what it missed rather than a reset. The default
+	// is 65536; at most 1<<24.
+	WatchWindow int
+	// MaxWatches bounds the watches the node serves at once (Node.Watch):
+	// one more is refused with ErrLimit. The default is 65536.
+	MaxWatches int
 
 	// SnapshotThreshold is how many log entries, or commands (an entry may
 	// hold a batch of them, see MaxBatch), are written between snapshots;
@@ -138,6 +146,8 @@ func DefaultConfig() Config {
 		MaxValueSize:      512 << 10,
 		MaxWriteSize:      1 << 20,
 		MaxBatch:          1024,
+		WatchWindow:       65536,
+		MaxWatches:        65536,
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  10 * time.Second,
 		SnapshotRetain:    2,
@@ -257,6 +267,12 @@ func (c *Config) Validate() error {
 		if q.Pattern == "" || q.Max <= 0 {
 			bad("Quotas", "quota %d (%s) needs a pattern and a positive Max, got %q and %d", i, q.Name, q.Pattern, q.Max)
 		}
+	}
+	if c.WatchWindow <= 0 || c.WatchWindow > maxWatchWindow {
+		bad("WatchWindow", "must be in 1..%d, got %d", maxWatchWindow, c.WatchWindow)
+	}
+	if c.MaxWatches <= 0 {
+		bad("MaxWatches", "must be positive, got %d", c.MaxWatches)
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("SnapshotThreshold", "must be positive")

@@ -47,6 +47,7 @@ type Node struct {
 	hadState bool
 	wake     chan struct{} // wakes the expiry loop
 	metrics  *metrics
+	watches  *watchHub // the retained events and the watches (Watch)
 }
 
 // Open starts a node from cfg. If cfg.DataDir holds no Raft state, it
@@ -89,7 +90,8 @@ func Open(cfg Config) (*Node, error) {
 	n.grants = newGrants(n.table, n.log, cfg.Quotas, cfg.MaxLocks)
 	n.grants.maxSessionLocks = cfg.MaxSessionLocks
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
-	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics}
+	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches)
+	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches}
 	if err := n.startRaft(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -277,6 +279,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	close(n.stopCh)
+	n.watches.close()
 	n.snapshotBeforeStop()
 	err := n.raft.Shutdown().Error()
 	n.batch.stop()

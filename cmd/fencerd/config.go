@@ -74,6 +74,8 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.IntVar(&n.MaxValueSize, "max-value-size", n.MaxValueSize, "largest value a Redis command or script stores, in bytes (a string, or a whole hash, sorted set, list or set)")
 	f.IntVar(&n.MaxWriteSize, "max-write-size", n.MaxWriteSize, "most bytes one Redis command or script writes in all (its Raft entry)")
 	f.DurationVar(&b.ScriptTimeLimit, "script-time-limit", b.ScriptTimeLimit, "longest a Lua script may run; a script stopped by it has no effect")
+	f.IntVar(&n.WatchWindow, "watch-window", n.WatchWindow, "watch events kept in memory, so that a watch resumed after a reconnect is sent what it missed (older history gets a reset)")
+	f.IntVar(&n.MaxWatches, "max-watches", n.MaxWatches, "most watches (FENCE.WATCH) the node serves at once")
 	f.IntVar(&n.MaxBatch, "max-batch", n.MaxBatch, "most commands the leader puts into one Raft entry (group commit); 1 writes one per entry")
 	f.IntVar(&b.MaxArgs, "max-args", b.MaxArgs, "most arguments in one command")
 	f.IntVar(&b.MaxBulkLen, "max-bulk-len", b.MaxBulkLen, "longest argument in bytes")
@@ -148,7 +150,7 @@ var flagOf = map[string]string{
 	"MaxLocks": "--max-locks", "MaxSessions": "--max-sessions", "MaxSessionLocks": "--max-session-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",
 	"MaxBatch": "--max-batch", "Quotas": "--users", "SnapshotThreshold": "--snapshot-threshold",
 	"SnapshotInterval": "--snapshot-interval", "TrailingLogs": "--raft-trailing-logs",
-	"RaftLogLevel": "--raft-log-level",
+	"RaftLogLevel": "--raft-log-level", "WatchWindow": "--watch-window", "MaxWatches": "--max-watches",
 
 	"RequestTimeout": "--request-timeout", "DefaultLockTTL": "--default-lock-ttl",
 	"ScriptTimeLimit": "--script-time-limit", "MaxArgs": "--max-args", "MaxBulkLen": "--max-bulk-len",
