@@ -193,3 +193,44 @@ func (c *Client) leaderOf(ctx context.Context, name string) (Leader, error) {
 	}
 	return Leader{Value: value, Epoch: uint64(tok), Owner: owner, Session: uint64(sess)}, nil
 }
+
+// Observe returns a channel that receives the election's leader now (if
+// there is one) and then every change of leader or of its value, in order,
+// pushed by the server (FENCE.WATCH), without polling. Epochs on it never
+// go back. The channel is closed when ctx ends or the watch fails (no node
+// reachable for the failover timeout); an error is returned only if the
+// watch cannot start. Leader.Session is not set by Observe.
+//
+// A receiver that falls behind skips to the latest leader rather than
+// seeing every intermediate one.
+func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
+	w, err := e.c.Watch(ctx, e.name)
+	if err != nil {
+		return nil, fmt.Errorf("observe %q: %w", e.name, err)
+	}
+	out := make(chan Leader, 1)
+	go func() {
+		defer close(out)
+		defer w.Close()
+		var last Leader
+		for ev := range w.Events() {
+			var ld Leader
+			switch ev.Kind {
+			case EventGranted, EventProclaimed, EventReset:
+				ld = Leader{Value: ev.Value, Epoch: ev.Token, Owner: ev.Owner}
+			default:
+				continue // released, expired, revoked: the next grant follows
+			}
+			if ld.Epoch == 0 || ld == last || ld.Epoch < last.Epoch {
+				continue // free, unchanged, or older than what was sent
+			}
+			last = ld
+			select {
+			case out <- ld:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}

@@ -183,3 +183,40 @@ func TestMutexUnderSession(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, held)
 }
+
+func TestElectionObserveSeesEveryLeader(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	c := newClient(t)
+	s1, err := c.NewSession(ctx, client.WithSessionTTL(2*time.Second))
+	require.NoError(t, err)
+	s2, err := c.NewSession(ctx, client.WithSessionTTL(2*time.Second))
+	require.NoError(t, err)
+	defer s2.Close(ctx)
+	e1, e2 := c.NewElection(s1, "elect-observe"), c.NewElection(s2, "elect-observe")
+	obs, err := c.NewElection(s2, "elect-observe").Observe(ctx)
+	require.NoError(t, err)
+
+	ep1, err := e1.Campaign(ctx, "one")
+	require.NoError(t, err)
+	first := <-obs
+	assert.Equal(t, "one", first.Value)
+	assert.Equal(t, ep1, first.Epoch)
+	require.NoError(t, e1.Proclaim(ctx, "one-bis"))
+	ld := <-obs
+	assert.Equal(t, "one-bis", ld.Value)
+	assert.Equal(t, ep1, ld.Epoch)
+	elected := make(chan uint64, 1)
+	go func() {
+		ep, err := e2.Campaign(ctx, "two")
+		if err == nil {
+			elected <- ep
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, s1.Close(ctx))
+	ep2 := <-elected
+	ld = <-obs
+	assert.Equal(t, "two", ld.Value)
+	assert.Equal(t, ep2, ld.Epoch)
+	assert.Greater(t, ep2, ep1)
+}

@@ -34,6 +34,9 @@ const (
 	// node no longer has the history for, or when the caller read too
 	// slowly.
 	EventReset EventKind = "reset"
+	// EventProclaimed: the holder (Owner, Token) of a lock under a
+	// session, an election's leader, announced a new Value.
+	EventProclaimed EventKind = "proclaimed"
 )
 
 // Event is one change of a watched lock.
@@ -47,6 +50,9 @@ type Event struct {
 	Position uint64
 	Owner    string
 	Token    uint64
+	// Value is the lock's value under a session (an election's leader's
+	// value) in a granted, proclaimed or reset event.
+	Value string
 }
 
 // WatchOption configures a Watch.
@@ -302,11 +308,11 @@ func (w *Watch) session(n *node, started chan struct{}) (ok bool, err error) {
 			return true, err
 		case v.Kind == resp.Error:
 			return true, replyError(v.Str)
-		case v.Kind != resp.Push || len(v.Elems) != 6 || v.Elems[0].Str != "fence.event":
+		case v.Kind != resp.Push || len(v.Elems) != 7 || v.Elems[0].Str != "fence.event":
 			continue // PONG
 		}
 		ev := Event{Kind: EventKind(v.Elems[2].Str), Name: v.Elems[1].Str,
-			Position: uint64(v.Elems[3].Int), Owner: v.Elems[4].Str, Token: uint64(v.Elems[5].Int)}
+			Position: uint64(v.Elems[3].Int), Owner: v.Elems[4].Str, Token: uint64(v.Elems[5].Int), Value: v.Elems[6].Str}
 		if ev.Kind != EventReset && w.delivered && ev.Position <= w.last {
 			// Resumed from just before the last position: the events at
 			// it that were delivered come again first; anything a reset

@@ -95,7 +95,7 @@ func (w *rawWatcher) read(within time.Duration) resp.Value {
 func (w *rawWatcher) next(within time.Duration) wEvent {
 	w.t.Helper()
 	v := w.read(within)
-	if v.Kind != resp.Push || len(v.Elems) != 6 || v.Elems[0].Str != "fence.event" {
+	if v.Kind != resp.Push || len(v.Elems) != 7 || v.Elems[0].Str != "fence.event" {
 		w.t.Fatalf("not an event: %v", v)
 	}
 	return wEvent{kind: v.Elems[2].Str, owner: v.Elems[4].Str, pos: uint64(v.Elems[3].Int), token: uint64(v.Elems[5].Int)}

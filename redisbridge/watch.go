@@ -24,7 +24,7 @@ import (
 //
 //	fence.watch   key watches         confirms FENCE.WATCH
 //	fence.unwatch key watches         confirms FENCE.UNWATCH, per key
-//	fence.event   key kind position owner token
+//	fence.event   key kind position owner token value
 //
 // where watches is the number of keys the connection still watches, kind
 // is granted, released, expired, revoked or reset, position an integer,
@@ -241,13 +241,15 @@ func appendWatchConfirm(p []byte, proto int, word, key string, n int) []byte {
 	return redcon.AppendInt(p, int64(n))
 }
 
-// appendWatchEvent appends [fence.event, key, kind, position, owner, token].
+// appendWatchEvent appends [fence.event, key, kind, position, owner,
+// token, value].
 func appendWatchEvent(p []byte, proto int, ev server.WatchEvent) []byte {
-	p = pushHeader(p, proto, 6)
+	p = pushHeader(p, proto, 7)
 	p = redcon.AppendBulkString(p, "fence.event")
 	p = redcon.AppendBulkString(p, ev.Key)
 	p = redcon.AppendBulkString(p, ev.Kind.String())
 	p = redcon.AppendUint(p, ev.Position)
 	p = redcon.AppendBulkString(p, ev.Owner)
-	return redcon.AppendUint(p, ev.Token)
+	p = redcon.AppendUint(p, ev.Token)
+	return redcon.AppendBulkString(p, ev.Value)
 }

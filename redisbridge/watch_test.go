@@ -57,8 +57,8 @@ func (rc *watchConn) noMore() {
 
 // event is a fence.event message as the test compares it.
 type event struct {
-	kind, key, owner string
-	pos, token       int64
+	kind, key, owner, value string
+	pos, token              int64
 }
 
 // readEvent reads a fence.event of the expected frame kind.
@@ -66,9 +66,9 @@ func (rc *watchConn) readEvent(frame resp.Kind) event {
 	rc.t.Helper()
 	v := rc.read()
 	require.Equal(rc.t, frame, v.Kind, "frame of %v", v)
-	require.Len(rc.t, v.Elems, 6, "%v", v)
+	require.Len(rc.t, v.Elems, 7, "%v", v)
 	require.Equal(rc.t, "fence.event", v.Elems[0].Str)
-	return event{kind: v.Elems[2].Str, key: v.Elems[1].Str, owner: v.Elems[4].Str, pos: v.Elems[3].Int, token: v.Elems[5].Int}
+	return event{kind: v.Elems[2].Str, key: v.Elems[1].Str, owner: v.Elems[4].Str, pos: v.Elems[3].Int, token: v.Elems[5].Int, value: v.Elems[6].Str}
 }
 
 func (rc *watchConn) readConfirm(frame resp.Kind, word, key string, n int64) {

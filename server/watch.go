@@ -51,10 +51,13 @@ const (
 	// asked for, no longer retained, or dropped because the watcher fell
 	// behind). Owner and Token are the holder at Position; Token 0: free.
 	EventReset
+	// EventProclaimed: the holder (Owner, Token) of a lock under a session
+	// (an election's leader) set its value (Value); the token is unchanged.
+	EventProclaimed
 )
 
 var eventKindNames = [...]string{EventGranted: "granted", EventReleased: "released",
-	EventExpired: "expired", EventRevoked: "revoked", EventReset: "reset"}
+	EventExpired: "expired", EventRevoked: "revoked", EventReset: "reset", EventProclaimed: "proclaimed"}
 
 // String names the kind as the wire and the docs do.
 func (k EventKind) String() string {
@@ -78,6 +81,9 @@ type WatchEvent struct {
 	// when free) for a reset.
 	Owner string
 	Token uint64
+	// Value is the lock's value (an election's leader's value) for a grant,
+	// a proclaim or a reset; empty for a lock without one.
+	Value string
 }
 
 // watchQueue is how many events a watch holds for a reader that has not
@@ -146,8 +152,21 @@ func eventsOf(r *fsm.Result, emit func(WatchEvent)) {
 		emit(WatchEvent{Kind: kind, Key: key, Position: r.Position, Owner: f.Owner, Token: f.Token})
 	}
 	if l := r.Lease; l.Token != 0 && newGrant(r) {
-		emit(WatchEvent{Kind: EventGranted, Key: key, Position: r.Position, Owner: l.Owner, Token: l.Token})
+		emit(WatchEvent{Kind: EventGranted, Key: key, Position: r.Position, Owner: l.Owner, Token: l.Token, Value: sessionValue(l)})
 	}
+	if r.Code == fsm.Proclaimed {
+		l := r.Lease
+		emit(WatchEvent{Kind: EventProclaimed, Key: key, Position: r.Position, Owner: l.Owner, Token: l.Token, Value: l.Data})
+	}
+}
+
+// sessionValue is the value of a lock held under a session: its Data
+// (other keys' Data is a Redis value of another kind, not reported).
+func sessionValue(l fsm.Lease) string {
+	if l.Session == 0 {
+		return ""
+	}
+	return l.Data
 }
 
 // newGrant reports whether r left its key held by a grant it made.
@@ -310,7 +329,7 @@ func (h *watchHub) evict() {
 
 // eventSize is what a retained event takes, roughly: its strings are the
 // table's (a Redis value's can be large), kept alive by the ring.
-func eventSize(ev WatchEvent) int { return len(ev.Key) + len(ev.Owner) + 64 }
+func eventSize(ev WatchEvent) int { return len(ev.Key) + len(ev.Owner) + len(ev.Value) + 64 }
 
 // remove forgets w.
 func (h *watchHub) remove(w *Watch) {
@@ -415,7 +434,7 @@ func (h *watchHub) resetOf(w *Watch) (WatchEvent, bool) {
 	l, held, pos := h.table.WatchRead(w.key)
 	ev := WatchEvent{Kind: EventReset, Key: w.key, Position: pos}
 	if held && l.Token != 0 {
-		ev.Owner, ev.Token = l.Owner, l.Token
+		ev.Owner, ev.Token, ev.Value = l.Owner, l.Token, sessionValue(l)
 	}
 	w.queue, w.reset = nil, false
 	w.after = max(w.after, pos)

@@ -351,3 +351,45 @@ func TestWatchWindowBoundedInBytes(t *testing.T) {
 	assert.Equal(t, 0, h.n)
 	assert.Equal(t, uint64(5), next(t, w).Position, "a live watch still gets it")
 }
+
+// A session's end gives each of its locks an event at the entry's
+// position, with the hand-off to a waiter; a proclaim is an event with the
+// new value and the same token; grants and resets carry the value.
+func TestWatchSessionsAndElections(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	s, err := n.OpenSession(ctx, 5*time.Second)
+	require.NoError(t, err)
+	g, ok, err := n.AcquireInSession(ctx, s, "e", "alice", "host-a", 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	w := watch(t, n, "e", 0, false)
+	reset := next(t, w)
+	assert.Equal(t, WatchEvent{Kind: EventReset, Key: "e", Position: reset.Position, Owner: "alice", Token: g.Token, Value: "host-a"}, reset)
+	ok, err = n.Proclaim(ctx, s, "e", "alice", "host-b")
+	require.NoError(t, err)
+	require.True(t, ok)
+	p := next(t, w)
+	assert.Equal(t, WatchEvent{Kind: EventProclaimed, Key: "e", Position: p.Position, Owner: "alice", Token: g.Token, Value: "host-b"}, p)
+
+	s2, err := n.OpenSession(ctx, 5*time.Second)
+	require.NoError(t, err)
+	granted := make(chan Grant, 1)
+	go func() {
+		g, ok, err := n.AcquireInSession(ctx, s2, "e", "bob", "host-c", 5*time.Second)
+		if err == nil && ok {
+			granted <- g
+		}
+		close(granted)
+	}()
+	require.Eventually(t, func() bool { return n.grants.waiting() == 1 }, 5*time.Second, 5*time.Millisecond)
+	_, err = n.CloseSession(ctx, s)
+	require.NoError(t, err)
+	rel, grant := next(t, w), next(t, w)
+	assert.Equal(t, ev{EventReleased, "alice", g.Token}, strip(rel))
+	assert.Equal(t, WatchEvent{Kind: EventGranted, Key: "e", Position: rel.Position, Owner: "bob", Token: rel.Position, Value: "host-c"}, grant)
+	assert.Equal(t, rel.Position, (<-granted).Token)
+	_, err = n.RevokeSession(ctx, s2)
+	require.NoError(t, err)
+	assert.Equal(t, ev{EventRevoked, "bob", rel.Position}, strip(next(t, w)))
+}
