@@ -185,6 +185,7 @@ func TestSessionSurvivesLeaderFailover(t *testing.T) {
 
 	killed := time.Now()
 	cl.nodes[old].kill9(t)
+	cl.awaitNewLeader(t, cl.others(old), cl.ids[old], killed, clusterElectionTimeout)
 	now := cl.agreedLeader(t, cl.others(old), clusterElectionTimeout)
 	t.Logf("node %d killed; node %d leads after %v", old+1, now+1, time.Since(killed).Round(time.Millisecond))
 	// Four keepalives served alive by the new leader, about TTL/3 apart,
