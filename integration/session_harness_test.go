@@ -178,6 +178,27 @@ func (c *scChild) await(t *testing.T, prefix string, within time.Duration) scLin
 	}
 }
 
+// awaitPrinted waits until the child has printed a line that starts with
+// prefix, anywhere in its output, and returns the first; the cursor does
+// not move. For lines printed by another goroutine of the child than the
+// one await follows.
+func (c *scChild) awaitPrinted(t *testing.T, prefix string, within time.Duration) scLine {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if ls := c.printed(prefix); len(ls) > 0 {
+			return ls[0]
+		}
+		if c.done() && len(c.printed(prefix)) == 0 {
+			t.Fatalf("%s exited (%v) before printing %q", c.name, c.cmd.ProcessState, prefix)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s printed no line starting with %q within %v", c.name, prefix, within)
+		}
+		time.Sleep(scPoll)
+	}
+}
+
 // scAwaitAny waits until one of cs prints a line starting with prefix and
 // returns that child and line.
 func scAwaitAny(t *testing.T, cs []*scChild, prefix string, within time.Duration) (*scChild, scLine) {
