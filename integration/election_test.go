@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,13 +11,14 @@ import (
 )
 
 // Leader election with epochs, Kleppmann-style (issue 19, "Must show"):
-// three campaigning processes on a three-node cluster, a store that
-// refuses a write whose epoch is below one it admitted
-// (fencingStore: fencehttp's middleware on fence.NewMemory). The leader is
-// paused with SIGSTOP between its leadership check and its write; the next
-// campaigner is elected with a higher epoch once the paused one's session
-// runs out, and writes; the paused one resumes and its late write is
-// refused. Then the leader is killed with SIGKILL and the third is elected.
+// campaigning processes on a three-node cluster, a store that refuses a
+// write whose epoch is below one it admitted (fencingStore: fencehttp's
+// middleware on fence.NewMemory). The leader is paused with SIGSTOP
+// between its leadership check and its write; the next campaigner is
+// elected with a higher epoch once the paused one's session runs out, and
+// writes; the paused one resumes and its late write is refused. Then the
+// leader is killed with SIGKILL, and the next campaigner in line is
+// elected, skipping one whose session ran out while it waited.
 
 // elTTL is the campaigners' session TTL.
 const elTTL = 1500 * time.Millisecond
@@ -110,65 +112,107 @@ func (e *elElection) wrote(term elTerm) int {
 }
 
 func TestElectionFencedStoreRefusesDeposedLeader(t *testing.T) {
-	cl := startNodeCluster(t, 3)
+	httpOf := make(map[string]string)
+	cl := startNodeClusterWith(t, 3, func(d *daemon) { httpOf[d.addr] = scWithHTTP(t, d) })
 	var addrs []string
 	for _, d := range cl.nodes {
 		addrs = append(addrs, d.addr)
 	}
+	leaderHTTP := httpOf[cl.nodes[cl.leader(t)].addr]
 	store := startFencingStore(t, true)
 	e := &elElection{t: t, cl: cl}
-	for _, name := range []string{"alpha", "beta", "gamma"} {
+	sessions := make(map[*scChild]string)
+	// They start one at a time, each queued before the next starts (the
+	// leader's count of waiters), so that the line is in this order.
+	queued := scMetric(t, leaderHTTP, scWaiters)
+	for i, name := range []string{"alpha", "beta", "gamma", "delta"} {
 		c := scStart(t, name, "campaign", "-addrs", strings.Join(addrs, ","), "-ttl", elTTL.String(),
 			"-election", elName, "-name", name, "-store", store.url)
-		c.await(t, "campaigning ", clusterReadyTimeout)
+		sessions[c] = strings.TrimPrefix(c.await(t, "campaigning ", clusterReadyTimeout).text, "campaigning ")
 		e.cs = append(e.cs, c)
+		if i == 0 {
+			e.next(clusterReadyTimeout)
+		} else {
+			scAwaitMetric(t, leaderHTTP, scWaiters, queued+float64(i), clusterReadyTimeout)
+		}
 	}
+	alpha, beta, gamma, delta := e.cs[0], e.cs[1], e.cs[2], e.cs[3]
 
 	// Term 1 writes while it leads.
-	first := e.next(clusterReadyTimeout)
+	first := e.terms[0]
+	if first.who != alpha {
+		t.Fatalf("%s was elected first; alpha campaigned first, alone", first.who.name)
+	}
 	if st, _ := e.write(first, false); st != http.StatusNoContent {
 		t.Fatalf("%s's write with epoch %d answered %d, want 204", first.who.name, first.epoch, st)
 	}
 
 	// Term 1's leader is paused between its check and its write. Its
-	// keepalives stop; its session runs out; the next is elected.
+	// keepalives stop; its session runs out; the next in line is elected.
 	_, paused := e.write(first, true)
-	t.Logf("%s paused (SIGSTOP) between its leadership check and its write", first.who.name)
+	t.Logf("alpha paused (SIGSTOP) between its leadership check and its write")
 	second := e.next(2*elTTL + clusterElectionTimeout)
+	t.Logf("%s elected %v after alpha was paused", second.who.name, second.at.Sub(paused).Round(time.Millisecond))
+	if second.who != beta {
+		t.Errorf("%s was elected; beta was first in line", second.who.name)
+	}
 	// The paused one's last keepalive may have been sent up to TTL/3
 	// before the pause.
-	t.Logf("%s elected %v after %s was paused", second.who.name, second.at.Sub(paused).Round(time.Millisecond), first.who.name)
 	if d := second.at.Sub(paused); d < elTTL/2 {
-		t.Errorf("%s was elected %v after %s was paused; its session's TTL is %v", second.who.name, d, first.who.name, elTTL)
+		t.Errorf("%s was elected %v after alpha was paused; its session's TTL is %v", second.who.name, d, elTTL)
 	}
 	if st, _ := e.write(second, false); st != http.StatusNoContent {
 		t.Fatalf("%s's write with epoch %d answered %d, want 204", second.who.name, second.epoch, st)
 	}
 
 	// The paused ex-leader resumes and writes with its old epoch.
-	first.who.resume(t)
+	alpha.resume(t)
 	if st := e.wrote(first); st != http.StatusConflict {
-		t.Errorf("%s's late write with epoch %d (after epoch %d) answered %d, want 409", first.who.name, first.epoch, second.epoch, st)
+		t.Errorf("alpha's late write with epoch %d (after epoch %d) answered %d, want 409", first.epoch, second.epoch, st)
 	}
 	// It learns it was deposed, and acts on it.
-	first.who.awaitPrinted(t, fmt.Sprintf("deposed %d", first.epoch), clusterReadyTimeout)
-	first.who.send(t, "write")
-	first.who.await(t, fmt.Sprintf("lost %d", first.epoch), clusterReadyTimeout)
+	alpha.awaitPrinted(t, fmt.Sprintf("deposed %d", first.epoch), clusterReadyTimeout)
+	alpha.send(t, "write")
+	alpha.await(t, fmt.Sprintf("lost %d", first.epoch), clusterReadyTimeout)
 
-	// Term 2's leader is killed; the third is elected once its session
-	// runs out.
+	// gamma, next in line, is paused until its session has ended on the
+	// server: a waiter whose session is gone is not elected.
+	gamma.pause(t)
+	deadline := time.Now().Add(2*elTTL + clusterRetryWithin)
+	for cl.callRetry(t, cl.leader(t), clusterRetryWithin, "FENCE.SESSION", "INFO", sessions[gamma]) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("gamma's session %s still open %v after gamma was paused (TTL %v)", sessions[gamma], 2*elTTL+clusterRetryWithin, elTTL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Term 2's leader is killed; delta is elected once its session runs
+	// out.
 	killed := second.who.kill9(t)
 	t.Logf("%s killed (SIGKILL)", second.who.name)
 	third := e.next(2*elTTL + clusterElectionTimeout)
-	if third.who == first.who || third.who == second.who {
-		t.Fatalf("%s was elected again; its campaign had ended", third.who.name)
-	}
 	t.Logf("%s elected %v after %s was killed", third.who.name, third.at.Sub(killed).Round(time.Millisecond), second.who.name)
+	if third.who != delta {
+		t.Fatalf("%s was elected; delta was the only campaigner in line with a session", third.who.name)
+	}
 	if d := third.at.Sub(killed); d < elTTL/2 {
 		t.Errorf("%s was elected %v after %s was killed; its session's TTL is %v", third.who.name, d, second.who.name, elTTL)
 	}
 	if st, _ := e.write(third, false); st != http.StatusNoContent {
 		t.Fatalf("%s's write with epoch %d answered %d, want 204", third.who.name, third.epoch, st)
+	}
+
+	// gamma resumes: its campaign ends in an error, never in an election.
+	gamma.resume(t)
+	select {
+	case <-gamma.exited:
+	case <-time.After(2*elTTL + clusterRetryWithin):
+		t.Fatalf("gamma still campaigns %v after it resumed; its session had ended", 2*elTTL+clusterRetryWithin)
+	}
+	gammaErr, _ := os.ReadFile(gamma.errPath)
+	t.Logf("gamma's campaign ended: %s", strings.TrimSpace(string(gammaErr)))
+	if code := gamma.cmd.ProcessState.ExitCode(); code != 1 || len(gamma.printed("elected ")) > 0 {
+		t.Errorf("gamma, whose session ended while it waited, exited %d and printed %v; want exit 1 and no election", code, gamma.printed("elected "))
 	}
 
 	// The store: every leader's write admitted in epoch order, the late
