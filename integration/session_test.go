@@ -19,7 +19,7 @@ import (
 const (
 	// scLocks is how many locks a session holds in these tests.
 	scLocks = 200
-	// scWaiters is how many of them have a waiter queued when the
+	// scWaitersQueued is how many of them have a waiter queued when the
 	// session's client is killed.
 	scWaitersQueued = 20
 	// scTTL is the session TTL where no leader changes: keepalives every
