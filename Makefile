@@ -16,8 +16,8 @@ build:
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(STATICCHECK) ./...
+	$(GO) vet ./... ./integration/testdata/sessionchild
+	$(STATICCHECK) ./... ./integration/testdata/sessionchild
 	cd fence/fenceetcd && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # check: install the Debian packages the tests need when it can (root with
