@@ -57,8 +57,9 @@ func (rc *watchConn) noMore() {
 
 // event is a fence.event message as the test compares it.
 type event struct {
-	kind, key, owner, value string
-	pos, token              int64
+	kind, key, owner string
+	pos, token       int64
+	value            string
 }
 
 // readEvent reads a fence.event of the expected frame kind.
@@ -93,13 +94,13 @@ func TestWatchRESP2(t *testing.T) {
 	got, err := do(t, c, "FENCE.ACQUIRE", "k", "a", 10000)
 	require.NoError(t, err)
 	tok := got.([]any)[0].(int64)
-	assert.Equal(t, event{"granted", "k", "a", tok, tok}, w.readEvent(resp.Array))
+	assert.Equal(t, event{"granted", "k", "a", tok, tok, ""}, w.readEvent(resp.Array))
 	_, err = do(t, c, "FENCE.EXTEND", "k", "a", 10000)
 	require.NoError(t, err)
 	_, err = do(t, c, "FENCE.RELEASE", "k", "a")
 	require.NoError(t, err)
 	rel := w.readEvent(resp.Array)
-	assert.Equal(t, event{"released", "k", "a", rel.pos, tok}, rel)
+	assert.Equal(t, event{"released", "k", "a", rel.pos, tok, ""}, rel)
 	assert.Greater(t, rel.pos, tok)
 
 	// Subscribe mode's rules: other commands are refused while watching.
@@ -115,7 +116,7 @@ func TestWatchRESP2(t *testing.T) {
 	w.readConfirm(resp.Array, "fence.watch", "k2", 2)
 	w.send("FENCE.WATCH", "k", "FROM", tok-1)
 	w.readConfirm(resp.Array, "fence.watch", "k", 2)
-	assert.Equal(t, event{"granted", "k", "a", tok, tok}, w.readEvent(resp.Array))
+	assert.Equal(t, event{"granted", "k", "a", tok, tok, ""}, w.readEvent(resp.Array))
 	assert.Equal(t, rel, w.readEvent(resp.Array))
 	w.noMore()
 
@@ -142,7 +143,7 @@ func TestWatchRESP3(t *testing.T) {
 	w.send("FENCE.WATCH", "k")
 	w.readConfirm(resp.Push, "fence.watch", "k", 1)
 	reset := w.readEvent(resp.Push)
-	assert.Equal(t, event{"reset", "k", "a", reset.pos, tok}, reset)
+	assert.Equal(t, event{"reset", "k", "a", reset.pos, tok, ""}, reset)
 	assert.GreaterOrEqual(t, reset.pos, tok)
 
 	// Other commands are served between the pushes.
@@ -151,13 +152,13 @@ func TestWatchRESP3(t *testing.T) {
 	_, err = do(t, c, "FENCE.REVOKE", "k")
 	require.NoError(t, err)
 	rev := w.readEvent(resp.Push)
-	assert.Equal(t, event{"revoked", "k", "a", rev.pos, tok}, rev)
+	assert.Equal(t, event{"revoked", "k", "a", rev.pos, tok, ""}, rev)
 
 	// A Redis SET NX is a grant, its DEL a revoke.
 	_, err = do(t, c, "SET", "k", "v", "NX", "PX", 10000)
 	require.NoError(t, err)
 	g := w.readEvent(resp.Push)
-	assert.Equal(t, event{"granted", "k", "v", g.pos, g.pos}, g)
+	assert.Equal(t, event{"granted", "k", "v", g.pos, g.pos, ""}, g)
 	_, err = do(t, c, "DEL", "k")
 	require.NoError(t, err)
 	assert.Equal(t, "revoked", w.readEvent(resp.Push).kind)
