@@ -135,12 +135,47 @@ func (a *app) runElected(ctx context.Context, name, value string, argv []string,
 // leadership is one term of an election as the supervisor sees it: it is
 // valid as long as the session it leads under (Until, Extend: the session's
 // validity and keepalive), and ends with the term (Done: the session ended
-// or was lost, or a resignation).
+// or was lost, a resignation, or check found the election's lock taken
+// away).
 type leadership struct {
 	session  *client.Session
 	election *client.Election
 	epoch    uint64
-	term     context.Context // the term's; it ends with the session's
+	// term ends with the client's term (and so with the session), or when
+	// check ends it.
+	term   context.Context
+	cancel context.CancelCauseFunc
+}
+
+// check ends l's term if the election's lock is no longer this term's
+// (FENCE.REVOKE of the lock alone: the session stays open and its
+// keepalives succeed, so the client would never learn), reading the
+// leader every third of the TTL, as often as fencer lock's renewals learn
+// that their lock was revoked. A failed read is not a loss: the session's
+// validity covers a cluster out of reach. It returns when the term ends.
+func (l *leadership) check() {
+	period := l.session.TTL() / 3
+	t := time.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.term.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(l.term, period)
+		leader, err := l.election.Leader(ctx)
+		cancel()
+		switch {
+		case err == nil && leader.Epoch == l.epoch:
+		case err == nil || errors.Is(err, client.ErrNotElected):
+			if l.term.Err() == nil {
+				l.cancel(fmt.Errorf("%w: the election %q no longer has this leader (its lock was revoked, or taken away)", client.ErrLeaseLost, l.election.Name()))
+			}
+			return
+		}
+		t.Reset(period)
+	}
 }
 
 func (l *leadership) Until() time.Time                 { return l.session.Until() }
@@ -184,7 +219,10 @@ func (a *app) campaign(ctx context.Context, c *client.Client, name, value string
 		a.closeSession(s, false)
 		return nil, err
 	}
-	return &leadership{session: s, election: e, epoch: epoch, term: term}, nil
+	l := &leadership{session: s, election: e, epoch: epoch}
+	l.term, l.cancel = context.WithCancelCause(term)
+	go l.check()
+	return l, nil
 }
 
 // resign gives up leadership after the command ended, so that the next
@@ -199,6 +237,7 @@ func (a *app) campaign(ctx context.Context, c *client.Client, name, value string
 // fencer lock's release does.
 func (a *app) resign(l *leadership) {
 	lostBefore := l.Err() != nil
+	defer l.cancel(nil) // ends check
 	if !lostBefore {
 		timeout := min(a.timeout, max(time.Until(l.Until()), time.Second))
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)

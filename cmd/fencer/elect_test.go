@@ -151,31 +151,44 @@ func TestElectExitStatus(t *testing.T) {
 	}
 }
 
-// Leadership lost while the command runs (its session revoked by an
-// operator) stops the command.
+// Leadership lost while the command runs stops the command: the session
+// revoked by an operator (the next keepalive learns it), or the election's
+// lock alone revoked (the session stays open: fencer elect's own check of
+// the leader learns it).
 func TestElectStopsTheCommandWhenLeadershipIsLost(t *testing.T) {
 	r := electRedis(t)
-	done := make(chan result, 1)
-	go func() {
-		done <- fencer(t, "elect", "--ttl", "1500ms", "cli-elect-lost", "--", "sh", "-c", "sleep 30 & wait")
-	}()
-	h := electAwaitLeader(t, r, "cli-elect-lost")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if n, err := r.Do(ctx, "FENCE.SESSION", "REVOKE", h[3]).Int(); err != nil || n != 1 {
-		t.Fatalf("FENCE.SESSION REVOKE %v: %d, %v", h[3], n, err)
-	}
-	revoked := time.Now()
-	select {
-	case res := <-done:
-		if res.code != 128+15 || !strings.Contains(res.stderr, `lost the leadership of "cli-elect-lost"`) || res.stdout != "" {
-			t.Fatalf("exit %d, stdout %q, stderr %q; want 143 and a lost-leadership message", res.code, res.stdout, res.stderr)
-		}
-		if took := time.Since(revoked); took > 3*time.Second {
-			t.Fatalf("command stopped %v after the revoke; keepalives run every 500ms", took)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the command still runs 10s after its session was revoked")
+	for _, c := range []struct {
+		name   string
+		revoke func(h []any) []any
+	}{
+		{"session", func(h []any) []any { return []any{"FENCE.SESSION", "REVOKE", h[3]} }},
+		{"lock", func([]any) []any { return []any{"FENCE.REVOKE", "cli-elect-lost-lock"} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := "cli-elect-lost-" + c.name
+			done := make(chan result, 1)
+			go func() {
+				done <- fencer(t, "elect", "--ttl", "1500ms", name, "--", "sh", "-c", "sleep 30 & wait")
+			}()
+			h := electAwaitLeader(t, r, name)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if n, err := r.Do(ctx, c.revoke(h)...).Int(); err != nil || n != 1 {
+				t.Fatalf("%v: %d, %v", c.revoke(h), n, err)
+			}
+			revoked := time.Now()
+			select {
+			case res := <-done:
+				if res.code != 128+15 || !strings.Contains(res.stderr, `lost the leadership of "`+name+`"`) || res.stdout != "" {
+					t.Fatalf("exit %d, stdout %q, stderr %q; want 143 and a lost-leadership message", res.code, res.stdout, res.stderr)
+				}
+				if took := time.Since(revoked); took > 3*time.Second {
+					t.Fatalf("command stopped %v after the revoke; keepalives and checks run every 500ms", took)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the command still runs 10s after the revoke")
+			}
+		})
 	}
 }
 
