@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
 )
 
@@ -17,19 +18,23 @@ type Session struct {
 	// the session to run out on its own clock (0: not timed yet). Apply
 	// clears it when it renews the session.
 	Deadline int64
-	keys     map[string]struct{} // the locks held under it
+	// Taken counts the locks freed from under the session by others (a
+	// revoke, a Redis write or delete over them), not by its holder's
+	// release: a keepalive tells the holder, which then finds which.
+	Taken uint64
+	keys  map[string]struct{} // the locks held under it
 }
 
 // SessionInfo is a copy of a session's replicated state and the number of
 // locks it holds.
 type SessionInfo struct {
-	ID, TTL, Version uint64
-	Deadline         int64
-	Locks            int
+	ID, TTL, Version, Taken uint64
+	Deadline                int64
+	Locks                   int
 }
 
 func (s *Session) info() SessionInfo {
-	return SessionInfo{ID: s.ID, TTL: s.TTL, Version: s.Version, Deadline: s.Deadline, Locks: len(s.keys)}
+	return SessionInfo{ID: s.ID, TTL: s.TTL, Version: s.Version, Taken: s.Taken, Deadline: s.Deadline, Locks: len(s.keys)}
 }
 
 // applySession applies a session command.
@@ -79,6 +84,9 @@ func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op,
 	r.Sub = make([]*Result, len(keys))
 	for i, k := range keys {
 		l := t.locks[k]
+		if l == nil || l.Session != s.ID {
+			panic(fmt.Sprintf("fsm: session %d lists key %q, which it does not hold", s.ID, k))
+		}
 		cmds[i] = Command{Op: op, Key: k, Owner: l.Owner, Session: s.ID}
 		for len(waiters) > 0 && waiters[0].Key < k {
 			waiters = waiters[1:]
@@ -89,7 +97,8 @@ func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op,
 		}
 		sub := &subs[i]
 		sub.Position, sub.Cmd, sub.Code = pos, &cmds[i], code
-		sub.Freed = t.free(k, l)
+		delete(t.locks, k)
+		sub.Freed = l
 		if op == OpRelease {
 			t.remember(k, l.Owner, l.Token, pos)
 		}

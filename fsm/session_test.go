@@ -166,3 +166,25 @@ func TestDecodeRejectsMalformedSessionCommands(t *testing.T) {
 	assert.Equal(t, good, got)
 	assert.Len(t, good.Encode(nil), good.encodedLen())
 }
+
+// A lock freed from under a session by anything but its holder's release
+// counts as taken; the holder's own release does not.
+func TestSessionCountsLocksTakenFromIt(t *testing.T) {
+	a := newApplier()
+	s := a.apply(t, openSession(5000)).Position
+	for _, k := range []string{"a", "b", "c"} {
+		require.Equal(t, Granted, a.apply(t, sessionAcquire(k, "o", s)).Code)
+	}
+	a.apply(t, Command{Op: OpRelease, Key: "a", Owner: "o", Session: s})
+	info, _ := a.t.Session(s)
+	assert.Zero(t, info.Taken)
+	a.apply(t, Command{Op: OpRevoke, Key: "b"})
+	a.apply(t, Command{Op: OpPut, Key: "c", Owner: "x"})
+	info, _ = a.t.Session(s)
+	assert.Equal(t, uint64(2), info.Taken)
+	assert.Zero(t, info.Locks)
+	b := New()
+	require.NoError(t, b.Restore(io.NopCloser(bytes.NewReader(a.t.MarshalSnapshot()))))
+	info2, _ := b.Session(s)
+	assert.Equal(t, info.Taken, info2.Taken)
+}

@@ -393,7 +393,7 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 	case OpRelease:
 		switch {
 		case cur != nil && cur.holds(c.Owner, c.Session):
-			r.Freed = t.free(c.Key, cur)
+			r.Freed = t.release(c.Key, cur)
 			if !c.Redis {
 				t.remember(c.Key, cur.Owner, cur.Token, pos)
 			}
@@ -469,6 +469,12 @@ func (t *Table) handOff(key string, w *Waiter, pos uint64) WaiterOutcome {
 // KeepTTL a key keeps its TTL, its version and its node-local deadline,
 // except that a new token starts a new version (the deadline is still kept).
 func (t *Table) put(pos uint64, c *Command, cur *Lease, r *Result) {
+	if cur != nil && cur.Session != 0 {
+		// A write over a lock held under a session ends that grant: the
+		// key leaves the session, and the value is a new key.
+		r.Freed = t.free(c.Key, cur)
+		cur = nil
+	}
 	l := &Lease{Owner: c.Owner, Kind: c.Kind, Data: c.Data, Mod: pos, TTL: c.TTL, Version: pos}
 	if cur != nil && cur.Kind == c.Kind {
 		l.Token = cur.Token
@@ -557,7 +563,19 @@ func (t *Table) grant(key string, w Waiter, pos uint64) {
 	}
 }
 
+// free frees key, whose lease is l, by any means but its holder's
+// release: a lock held under a session counts as taken from it.
 func (t *Table) free(key string, l *Lease) *Lease {
+	delete(t.locks, key)
+	if s := t.sessions[l.Session]; l.Session != 0 && s != nil {
+		delete(s.keys, key)
+		s.Taken++
+	}
+	return l
+}
+
+// release frees key, whose lease is l, at its holder's request.
+func (t *Table) release(key string, l *Lease) *Lease {
 	delete(t.locks, key)
 	if s := t.sessions[l.Session]; l.Session != 0 && s != nil {
 		delete(s.keys, key)
