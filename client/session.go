@@ -44,6 +44,11 @@ type Session struct {
 	sent  time.Time // before the last request that opened or renewed it
 	until time.Time // client-side validity end
 	timer *time.Timer
+	// taken is the count of locks taken from the session by others that
+	// the last keepalive reported; leases are the session's locks held
+	// through this Session, to end when one of them is taken.
+	taken  uint64
+	leases map[*Lease]struct{}
 
 	closeMu sync.Mutex
 	closed  bool
@@ -72,7 +77,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	if !ok || id <= 0 {
 		return nil, fmt.Errorf("client: unexpected reply to FENCE.SESSION OPEN: %v", v)
 	}
-	s := &Session{c: c, id: uint64(id), ttl: cfg.ttl, drift: drift, renewd: make(chan struct{})}
+	s := &Session{c: c, id: uint64(id), ttl: cfg.ttl, drift: drift, renewd: make(chan struct{}), leases: make(map[*Lease]struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(c.ctx)
 	s.sent, s.until = sent, sent.Add(cfg.ttl-drift)
 	s.timer = time.AfterFunc(time.Until(s.until), s.expire)
@@ -138,7 +143,8 @@ func (s *Session) KeepAlive(ctx context.Context) error {
 		}
 		return fmt.Errorf("keep session %d alive: %w", s.id, err)
 	}
-	if n, _ := v.(int64); n != 1 {
+	n, _ := v.(int64)
+	if n < 1 {
 		s.cancel(fmt.Errorf("%w: session %d is not open on the server", ErrSessionEnded, s.id))
 		return s.Err()
 	}
@@ -147,8 +153,66 @@ func (s *Session) KeepAlive(ctx context.Context) error {
 		s.sent, s.until = sent, sent.Add(s.ttl-s.drift)
 		s.timer.Reset(time.Until(s.until))
 	}
+	taken := uint64(n - 1)
+	check := taken > s.taken
+	s.taken = max(s.taken, taken)
 	s.mu.Unlock()
+	if check {
+		return s.endTakenLeases(ctx)
+	}
 	return nil
+}
+
+// endTakenLeases ends the leases of locks that were taken from the session
+// (revoked, overwritten): those that FENCE.SESSION INFO no longer lists
+// with their token.
+func (s *Session) endTakenLeases(ctx context.Context) error {
+	v, _, err := s.c.exchange(ctx, s.c.standard(), "FENCE.SESSION", "INFO", s.id)
+	if err != nil {
+		return fmt.Errorf("list session %d's locks: %w", s.id, err)
+	}
+	if v == nil {
+		s.cancel(fmt.Errorf("%w: session %d is not open on the server", ErrSessionEnded, s.id))
+		return s.Err()
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 {
+		return fmt.Errorf("client: unexpected reply to FENCE.SESSION INFO: %v", v)
+	}
+	locks, _ := a[2].([]any)
+	held := make(map[string]uint64, len(locks))
+	for _, l := range locks {
+		if f, ok := l.([]any); ok && len(f) == 3 {
+			name, _ := f[0].(string)
+			tok, _ := f[2].(int64)
+			held[name] = uint64(tok)
+		}
+	}
+	s.mu.Lock()
+	var lost []*Lease
+	for l := range s.leases {
+		if held[l.name] != l.token {
+			lost = append(lost, l)
+			delete(s.leases, l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range lost {
+		l.cancel(fmt.Errorf("%w: %q was taken from session %d (revoked or overwritten)", ErrLeaseLost, l.name, s.id))
+	}
+	return nil
+}
+
+// track adds l to the session's leases until it ends.
+func (s *Session) track(l *Lease) {
+	s.mu.Lock()
+	s.leases[l] = struct{}{}
+	s.mu.Unlock()
+	context.AfterFunc(l.ctx, func() {
+		s.mu.Lock()
+		delete(s.leases, l)
+		s.mu.Unlock()
+	})
 }
 
 // attemptTimeout bounds one keepalive attempt, as Lease's renewals are
@@ -233,5 +297,6 @@ func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wa
 	l := &Lease{c: c, session: s, value: q.value, name: q.name, owner: q.owner, token: g.token, ttl: s.ttl, renewd: make(chan struct{})}
 	close(l.renewd)
 	l.ctx, l.cancel = context.WithCancelCause(s.ctx)
+	s.track(l)
 	return l, nil
 }

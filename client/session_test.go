@@ -220,3 +220,28 @@ func TestElectionObserveSeesEveryLeader(t *testing.T) {
 	assert.Equal(t, ep2, ld.Epoch)
 	assert.Greater(t, ep2, ep1)
 }
+
+// A lock revoked from under a live session ends its lease at the next
+// keepalive (the keepalive reports locks taken from the session), and the
+// others stay.
+func TestSessionLeaseRevokedAloneEnds(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 30*time.Second)
+	s, err := c.NewSession(ctx, client.WithSessionTTL(900*time.Millisecond))
+	require.NoError(t, err)
+	defer s.Close(ctx)
+	kept, err := c.Acquire(ctx, "sess-taken-kept", client.WithSession(s))
+	require.NoError(t, err)
+	taken, err := c.Acquire(ctx, "sess-taken", client.WithSession(s))
+	require.NoError(t, err)
+	revoke(t, "sess-taken")
+	select {
+	case <-taken.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("a lease revoked under its session did not end within the session's TTL")
+	}
+	assert.ErrorIs(t, taken.Err(), client.ErrLeaseLost)
+	require.NoError(t, s.KeepAlive(ctx))
+	assert.NoError(t, kept.Err())
+	assert.NoError(t, s.Err())
+}

@@ -52,7 +52,7 @@ func (t *Table) applySession(r *Result, pos uint64, c *Command) {
 		r.Code = NoSession
 	case c.Op == OpSessionRenew:
 		s.Version, s.Deadline = pos, 0
-		r.Code = Extended
+		r.Code, r.Taken = Extended, s.Taken
 	case c.Op == OpSessionClose:
 		t.endSession(r, pos, c, s, OpRelease, Released)
 		r.Code = Closed

@@ -179,6 +179,9 @@ type Result struct {
 	// Created reports that a put made a new key (or replaced one of
 	// another kind, which Freed then names).
 	Created bool
+	// Taken is a renewed session's count of locks taken from it (see
+	// Session.Taken).
+	Taken uint64
 }
 
 // released is a remembered release.

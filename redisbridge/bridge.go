@@ -31,7 +31,7 @@ type Locker interface {
 	Status(ctx context.Context, key string) (server.Status, bool, error)
 	// Sessions (see server.Node.OpenSession).
 	OpenSession(ctx context.Context, ttl time.Duration) (uint64, error)
-	KeepAlive(ctx context.Context, id uint64) (bool, error)
+	KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bool, err error)
 	CloseSession(ctx context.Context, id uint64) (bool, error)
 	RevokeSession(ctx context.Context, id uint64) (bool, error)
 	Session(ctx context.Context, id uint64) (server.SessionStatus, bool, error)

@@ -40,9 +40,11 @@ func (f faultyLocker) Status(context.Context, string) (server.Status, bool, erro
 }
 func (f faultyLocker) Leader() (string, string)                                   { return "", "" }
 func (f faultyLocker) OpenSession(context.Context, time.Duration) (uint64, error) { return 0, f.err }
-func (f faultyLocker) KeepAlive(context.Context, uint64) (bool, error)            { return false, f.err }
-func (f faultyLocker) CloseSession(context.Context, uint64) (bool, error)         { return false, f.err }
-func (f faultyLocker) RevokeSession(context.Context, uint64) (bool, error)        { return false, f.err }
+func (f faultyLocker) KeepAlive(context.Context, uint64) (uint64, bool, error) {
+	return 0, false, f.err
+}
+func (f faultyLocker) CloseSession(context.Context, uint64) (bool, error)  { return false, f.err }
+func (f faultyLocker) RevokeSession(context.Context, uint64) (bool, error) { return false, f.err }
 func (f faultyLocker) Session(context.Context, uint64) (server.SessionStatus, bool, error) {
 	return server.SessionStatus{}, false, f.err
 }

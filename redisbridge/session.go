@@ -17,7 +17,8 @@ func parseSession(b []byte) (uint64, bool) {
 
 // session: FENCE.SESSION OPEN ttl-ms → id
 //
-//	FENCE.SESSION KEEPALIVE id → 1 kept alive, 0 not open
+//	FENCE.SESSION KEEPALIVE id → 0 not open, else 1 + the number of locks
+//	  taken from the session by others since it opened
 //	FENCE.SESSION CLOSE id → 1 closed (its locks released), 0 not open
 //	FENCE.SESSION REVOKE id → 1 ended, 0 not open (a user with pattern "*")
 //	FENCE.SESSION INFO id → null if not open, else
@@ -46,9 +47,10 @@ func (b *Bridge) session(r *request) {
 	}
 	id, ok := parseSession(r.args[2])
 	var call func(context.Context, uint64) (bool, error)
+	keepalive := false
 	switch sub {
 	case "KEEPALIVE":
-		call = b.locker.KeepAlive
+		keepalive = true
 	case "CLOSE":
 		call = b.locker.CloseSession
 	case "REVOKE":
@@ -64,6 +66,18 @@ func (b *Bridge) session(r *request) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
+	if keepalive {
+		taken, alive, err := b.locker.KeepAlive(ctx, id)
+		switch {
+		case err != nil:
+			b.fail(ctx, r, err)
+		case !alive:
+			r.c.WriteInt(0)
+		default:
+			r.c.WriteUint64(1 + taken)
+		}
+		return
+	}
 	if call != nil {
 		yes, err := call(ctx, id)
 		b.writeBool(ctx, r, yes, err)

@@ -47,14 +47,17 @@ func (n *Node) OpenSession(ctx context.Context, ttl time.Duration) (id uint64, e
 
 // KeepAlive restarts session id's TTL. It reports false if the session is
 // not open, including when it already ran out on the leader (its end is
-// then committed in the same entry).
-func (n *Node) KeepAlive(ctx context.Context, id uint64) (alive bool, err error) {
+// then committed in the same entry). taken is how many locks were freed
+// from under the session by others (revoked, overwritten) since it opened:
+// when it grows, the holder has lost locks it may not know of
+// (Session's Locks lists those left).
+func (n *Node) KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bool, err error) {
 	defer func(start time.Time) { n.metrics.observe("session-keepalive", start, alive, err) }(time.Now())
 	if id == 0 {
-		return false, invalid("session", "zero")
+		return 0, false, invalid("session", "zero")
 	}
 	if err := n.waitReady(ctx); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	c := fsm.Command{Op: fsm.OpSessionRenew, Session: id}
 	n.grants.locked(func() {
@@ -67,9 +70,12 @@ func (n *Node) KeepAlive(ctx context.Context, id uint64) (alive bool, err error)
 	})
 	r, err := n.propose(ctx, c)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return c.Op == fsm.OpSessionRenew && r.Code == fsm.Extended, nil
+	if c.Op != fsm.OpSessionRenew || r.Code != fsm.Extended {
+		return 0, false, nil
+	}
+	return r.Taken, true, nil
 }
 
 // CloseSession ends session id at its holder's request: every lock held

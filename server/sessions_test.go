@@ -29,7 +29,7 @@ func TestSessionHoldsLocksWhileKeptAlive(t *testing.T) {
 	}
 	// Kept alive for three TTLs.
 	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(ttl / 4) {
-		alive, err := n.KeepAlive(ctx, id)
+		_, alive, err := n.KeepAlive(ctx, id)
 		require.NoError(t, err)
 		require.True(t, alive)
 	}
@@ -53,7 +53,7 @@ func TestSessionHoldsLocksWhileKeptAlive(t *testing.T) {
 	require.Eventually(t, func() bool { return n.grants.waiting() == 1 }, 5*time.Second, 5*time.Millisecond)
 
 	last := time.Now()
-	_, err = n.KeepAlive(ctx, id)
+	_, _, err = n.KeepAlive(ctx, id)
 	require.NoError(t, err)
 	for time.Since(last) < ttl-100*time.Millisecond {
 		st, held := mustStatusOK(t, n, "k0")
@@ -73,7 +73,7 @@ func TestSessionHoldsLocksWhileKeptAlive(t *testing.T) {
 		_, held := mustStatusOK(t, n, key)
 		assert.False(t, held, "%s still held after its session ended", key)
 	}
-	alive, err := n.KeepAlive(ctx, id)
+	_, alive, err := n.KeepAlive(ctx, id)
 	require.NoError(t, err)
 	assert.False(t, alive, "an ended session came back")
 	_, _, err = n.AcquireInSession(ctx, id, "other", "me", "", 0)
@@ -200,7 +200,7 @@ func TestSessionSurvivesFailover(t *testing.T) {
 	st, held := mustStatusOK(t, nl, "k")
 	require.True(t, held)
 	assert.Equal(t, g.Token, st.Token)
-	alive, err := nl.KeepAlive(ctx, id)
+	_, alive, err := nl.KeepAlive(ctx, id)
 	require.NoError(t, err)
 	require.True(t, alive)
 	last := time.Now()
