@@ -1,0 +1,39 @@
+package client_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/client"
+	"github.com/stretchr/testify/require"
+)
+
+// The usual loop, `epoch := Campaign(); go lead(epoch); <-e.Done()`, must
+// not hang when leadership is lost between Campaign returning and the call
+// to Done: Done must then be closed, not a nil channel that never fires.
+func TestElectionDoneAfterLeadershipAlreadyLost(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxT(t, 30*time.Second)
+	s, err := c.NewSession(ctx, client.WithSessionTTL(2*time.Second))
+	require.NoError(t, err)
+	e := c.NewElection(s, "review-done-after-loss")
+	_, err = e.Campaign(ctx, "me")
+	require.NoError(t, err)
+
+	// Leadership is lost (the session is revoked) before the leader looks
+	// at Done.
+	_, err = rawClient(t).Do(ctx, "FENCE.SESSION", "REVOKE", s.ID()).Result()
+	require.NoError(t, err)
+	select {
+	case <-s.Done():
+	case <-time.After(4 * time.Second):
+		t.Fatal("the session did not end after its revoke")
+	}
+
+	select {
+	case <-e.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Election.Done() after leadership was lost never fires (it returned a nil channel)")
+	}
+	require.NotNil(t, e.Context(), "Election.Context() after leadership was lost is nil: ctx.Done() on it panics")
+}
