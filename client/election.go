@@ -27,6 +27,7 @@ type Election struct {
 
 	mu    sync.Mutex
 	lease *Lease // the current term, nil while not leading
+	last  *Lease // the latest term, kept after it ends (Done, Context)
 	value string
 }
 
@@ -80,7 +81,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (uint64, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lease, e.value = l, value
+	e.lease, e.last, e.value = l, l, value
 	return l.Token(), nil
 }
 
@@ -102,25 +103,33 @@ func (e *Election) Epoch() uint64 {
 	return 0
 }
 
-// Done returns a channel closed when the current term's leadership ends
-// (the session ended or was lost, or Resign), or nil if not leading. Stop
-// acting as the leader when it is closed; the epoch keeps a late write out
-// of a store that checks it.
+// Done returns a channel closed when the latest term's leadership ends
+// (the session ended or was lost, or Resign): already closed if that term
+// has ended, or if this campaigner was never elected. Stop acting as the
+// leader when it is closed; the epoch keeps a late write out of a store
+// that checks it.
 func (e *Election) Done() <-chan struct{} {
-	if l := e.leading(); l != nil {
-		return l.Done()
-	}
-	return nil
+	return e.Context().Done()
 }
 
-// Context returns a context that ends with the current term's leadership,
-// or nil if not leading.
+// Context returns a context that ends with the latest term's leadership;
+// it has ended already if that term has, or if this campaigner was never
+// elected.
 func (e *Election) Context() context.Context {
-	if l := e.leading(); l != nil {
-		return l.Context()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last != nil {
+		return e.last.Context()
 	}
-	return nil
+	return notElected
 }
+
+// notElected is the context of a campaigner never elected: ended.
+var notElected = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrNotElected)
+	return ctx
+}()
 
 // Proclaim announces a new value as the leader's, keeping the epoch. It
 // returns an error wrapping ErrNotElected if this campaigner does not
