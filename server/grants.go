@@ -346,6 +346,18 @@ func (g *grants) sessionAppliedLocked(r *fsm.Result) {
 		}
 	case fsm.Closed, fsm.Expired, fsm.Revoked:
 		g.sessions.ended(r.Cmd.Session)
+		// Waits under the session can never be granted: answer them now
+		// rather than when their key is next freed. A free key whose
+		// queue they headed goes to the next waiter.
+		for _, key := range g.waits.failSession(r.Cmd.Session, ErrNoSession) {
+			if _, held := g.table.Get(key); held || g.granting[key] || !g.readyLocked() {
+				continue
+			}
+			if w := g.headWaiterLocked(key); w != nil {
+				g.granting[key] = true
+				g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
+			}
+		}
 	}
 }
 

@@ -92,6 +92,33 @@ func (q *waitQueues) failAll(err error) {
 	q.byKey = make(map[string][]*waiter)
 }
 
+// failSession answers every waiter under session id with err and removes
+// it; it returns the keys whose queues it changed.
+func (q *waitQueues) failSession(id uint64, err error) []string {
+	var keys []string
+	for key, line := range q.byKey {
+		kept := line[:0]
+		for _, w := range line {
+			if w.session == id {
+				w.answer(waitOutcome{err: err})
+				continue
+			}
+			kept = append(kept, w)
+		}
+		if len(kept) == len(line) {
+			continue
+		}
+		clear(line[len(kept):])
+		if len(kept) == 0 {
+			delete(q.byKey, key)
+		} else {
+			q.byKey[key] = kept
+		}
+		keys = append(keys, key)
+	}
+	return keys
+}
+
 // count returns the number of queued waiters.
 func (q *waitQueues) count() int {
 	n := 0
