@@ -426,20 +426,29 @@ func (g *grants) kickIfSoonerLocked(key string) {
 func (g *grants) answerWaiterLocked(r *fsm.Result) {
 	key, owner := r.Cmd.Key, r.Cmd.Waiter.Owner
 	delete(g.granting, key)
+	if r.Waiter == fsm.WaiterNone {
+		return // the key was held: the waiter still waits
+	}
+	// The queue holds one waiter per (key, owner): the one there now may
+	// acquire under another session than the entry's, having taken the
+	// place of the one the entry names. The entry's outcome is not its.
+	w := g.waits.takeFor(key, owner, r.Cmd.Waiter.Session)
 	switch r.Waiter {
 	case fsm.WaiterGranted:
-		if w := g.waits.take(key, owner); w != nil {
+		if w != nil {
 			g.grantedWaiter = true
 			w.answer(waitOutcome{granted: true, grant: Grant{Token: r.Lease.Token, TTL: time.Duration(r.Lease.TTL) * time.Millisecond}})
 		} else {
+			// Its waiter has gone, or another session's took its place
+			// (which a grant under this one is not for).
 			g.abandonedLocked(ownerKey{key, owner}, r.Lease.Token)
 		}
 	case fsm.WaiterRefused:
-		if w := g.waits.take(key, owner); w != nil {
+		if w != nil {
 			w.answer(waitOutcome{})
 		}
 	case fsm.WaiterNoSession:
-		if w := g.waits.take(key, owner); w != nil {
+		if w != nil {
 			w.answer(waitOutcome{err: ErrNoSession})
 		}
 	}

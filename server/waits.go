@@ -71,6 +71,21 @@ func (q *waitQueues) take(key, owner string) *waiter {
 	return nil
 }
 
+// takeFor removes and returns the waiter for (key, owner) if it acquires
+// under session (zero: none); nil if there is none, or it acquires under
+// another session (it then stays queued).
+func (q *waitQueues) takeFor(key, owner string, session uint64) *waiter {
+	for _, x := range q.byKey[key] {
+		if x.owner == owner {
+			if x.session != session {
+				return nil
+			}
+			return q.take(key, owner)
+		}
+	}
+	return nil
+}
+
 // remove removes w if it is still queued and reports whether it was.
 func (q *waitQueues) remove(w *waiter) bool {
 	for _, x := range q.byKey[w.key] {
