@@ -216,7 +216,12 @@ func (l *Lease) Extend(ctx context.Context) error {
 		if err := l.Err(); err != nil {
 			return err
 		}
-		return l.session.KeepAlive(ctx)
+		if err := l.session.KeepAlive(ctx); err != nil {
+			return err
+		}
+		// The keepalive ends this lease if its lock was taken from the
+		// session (revoked, overwritten).
+		return l.Err()
 	}
 	return l.extend(ctx)
 }

@@ -262,6 +262,14 @@ func (m *Mutex) ExtendContext(ctx context.Context) (bool, error) {
 		if err := m.session.KeepAlive(ctx); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrExtendFailed, err)
 		}
+		// The session lives; the lock itself may have been taken from it.
+		v, _, err := m.c.exchange(ctx, m.c.standard(), "FENCE.TOKEN", m.name, value)
+		if err != nil {
+			return false, fmt.Errorf("extend %q: %w", m.name, err)
+		}
+		if tok, _ := v.(int64); uint64(tok) != m.Token() {
+			return false, fmt.Errorf("%w: %w: %q is no longer held by %q", ErrExtendFailed, ErrLeaseLost, m.name, value)
+		}
 		return true, nil
 	}
 	drift := allowance(m.expiry, m.drift)
