@@ -163,10 +163,10 @@ func TestPropertyTokensAndExclusion(t *testing.T) {
 			for _, key := range []string{"a", "b", "c"} {
 				l, held := a.t.Get(key)
 				prev, wasHeld := holder[key]
-				freed := r.Freed
+				freed, at := r.Freed, r.Position
 				for _, s := range r.Sub {
 					if s.Cmd.Key == key {
-						freed = s.Freed
+						freed, at = s.Freed, s.Position
 					}
 				}
 				if !held {
@@ -182,7 +182,7 @@ func TestPropertyTokensAndExclusion(t *testing.T) {
 				}
 				if !wasHeld || prev.Token != l.Token {
 					require.Greater(t, l.Token, lastGrant[key], "seed %d step %d: token went back", seed, i)
-					require.Equal(t, r.Position, l.Token, "seed %d step %d: token is the entry's position", seed, i)
+					require.Equal(t, at, l.Token, "seed %d step %d: token is the command's position", seed, i)
 					lastGrant[key] = l.Token
 					// A grant to a different owner while the earlier lease is
 					// current would be two holders: the entry must have ended it.

@@ -68,7 +68,12 @@ func (t *Table) applySession(r *Result, pos uint64, c *Command) {
 // endSession ends s: each lock it holds, in key order, is freed as a
 // command op of its own would free it (a close remembers the releases, as
 // OpRelease does; an expiry or revoke does not) and handed to its waiter
-// in c.Waiters, if any, at pos. r.Sub gets one result for each lock.
+// in c.Waiters, if any. r.Sub gets one result for each lock.
+//
+// Each hand-off is a grant of its own, to its own waiter, so each gets a
+// position, and a token, of its own: the first pos, the next pos+1, and so
+// on, as the commands of a batch do; the command then takes up those
+// positions (t.extra), and the floor grows by the extra ones after it.
 func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op, code Code) {
 	keys := make([]string, 0, len(s.keys))
 	for k := range s.keys {
@@ -79,6 +84,7 @@ func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op,
 	// waiter under it.
 	delete(t.sessions, s.ID)
 	waiters := c.Waiters
+	used := uint64(0) // positions the hand-offs took
 	subs := make([]Result, len(keys))
 	cmds := make([]Command, len(keys))
 	r.Sub = make([]*Result, len(keys))
@@ -96,20 +102,24 @@ func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op,
 			cmds[i].Waiter = &w
 		}
 		sub := &subs[i]
-		sub.Position, sub.Cmd, sub.Code = pos, &cmds[i], code
+		sub.Cmd, sub.Code = &cmds[i], code
 		delete(t.locks, k)
 		sub.Freed = l
 		if op == OpRelease {
 			t.remember(k, l.Owner, l.Token, pos)
 		}
 		if w := cmds[i].Waiter; w != nil {
-			sub.Waiter = t.handOff(k, w, pos)
+			if sub.Waiter = t.handOff(k, w, pos+used); sub.Waiter == WaiterGranted {
+				used++
+			}
 		}
+		sub.Position = pos + max(used, 1) - 1
 		if nl := t.locks[k]; nl != nil {
 			sub.Lease = *nl
 		}
 		r.Sub[i] = sub
 	}
+	t.extra = max(used, 1) - 1
 }
 
 // Session returns the session id, if it is open.

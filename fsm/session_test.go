@@ -188,3 +188,37 @@ func TestSessionCountsLocksTakenFromIt(t *testing.T) {
 	info2, _ := b.Session(s)
 	assert.Equal(t, info.Taken, info2.Taken)
 }
+
+// The hand-offs of a session's end are grants to different waiters: each
+// gets a position and a token of its own, and the commands after it
+// follow on, in an entry of its own or in a batch.
+func TestSessionEndHandOffsGetTokensOfTheirOwn(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		a := newApplier()
+		s := a.apply(t, openSession(5000)).Position
+		for _, k := range []string{"a", "b", "c"} {
+			a.apply(t, sessionAcquire(k, "o", s))
+		}
+		end := Command{Op: OpSessionClose, Session: s, Waiters: []KeyWaiter{
+			{Key: "a", Waiter: Waiter{Owner: "wa", TTL: 1000}},
+			{Key: "c", Waiter: Waiter{Owner: "wc", TTL: 1000}},
+			{Key: "b", Waiter: Waiter{Owner: "wb", TTL: 1000}},
+		}}
+		end.Waiters[1], end.Waiters[2] = end.Waiters[2], end.Waiters[1] // key order
+		var r, next *Result
+		if batched {
+			rs := a.applyBatch(t, []Command{end, openSession(1000)})
+			r, next = rs[0], rs[1]
+		} else {
+			r = a.apply(t, end)
+			next = a.apply(t, openSession(1000))
+		}
+		require.Len(t, r.Sub, 3)
+		for i, sub := range r.Sub {
+			assert.Equal(t, r.Position+uint64(i), sub.Lease.Token, "hand-off %d", i)
+			assert.Equal(t, sub.Lease.Token, sub.Position)
+		}
+		assert.Equal(t, r.Position+3, next.Position, "the next command follows the hand-offs' positions")
+		assert.Equal(t, a.t.Position(), next.Position)
+	}
+}

@@ -201,14 +201,18 @@ type memRef struct {
 // Table is the lock table. It implements raft.FSM. Apply runs on Raft's FSM
 // goroutine; the read methods may be called from any goroutine.
 type Table struct {
-	mu        sync.RWMutex
-	locks     map[string]*Lease
-	mem       map[string]released
-	memQueue  []memRef
-	members   map[string]string // node ID → client address
-	floor     uint64            // added to every index
-	lastIndex uint64            // last applied Raft index
-	maxToken  uint64            // largest token ever granted
+	mu       sync.RWMutex
+	locks    map[string]*Lease
+	mem      map[string]released
+	memQueue []memRef
+	members  map[string]string // node ID → client address
+	floor    uint64            // added to every index
+	// extra is how many positions past its own the command being applied
+	// took (the hand-offs of a session's end); the floor grows by it once
+	// the command is applied.
+	extra     uint64
+	lastIndex uint64 // last applied Raft index
+	maxToken  uint64 // largest token ever granted
 	sessions  map[uint64]*Session
 
 	memWindow uint64
@@ -265,6 +269,7 @@ func (t *Table) applyBatch(index uint64, cmds []Command) []*Result {
 		pos := t.floor + index + uint64(i)
 		out[i] = t.applyAt(pos, &cmds[i])
 		t.forget(pos)
+		t.floor, t.extra = t.floor+t.extra, 0
 	}
 	if len(cmds) > 1 {
 		t.floor += uint64(len(cmds) - 1)
@@ -285,6 +290,7 @@ func (t *Table) apply(index uint64, c *Command) *Result {
 	pos := t.floor + index
 	r := t.applyAt(pos, c)
 	t.forget(pos)
+	t.floor, t.extra = t.floor+t.extra, 0
 	return r
 }
 
