@@ -17,6 +17,7 @@ import (
 
 	fencer "github.com/fencerlock/fencer/client"
 	"github.com/fencerlock/fencer/fence"
+	"github.com/redis/go-redis/v9"
 )
 
 // Workload wlElection: campaigners on one election through the Go client
@@ -45,7 +46,7 @@ const (
 	// campaignWithin bounds one Campaign, queueing included.
 	campaignWithin = 10 * time.Second
 	// termMax is the longest a campaigner leads before it steps down.
-	termMax = 2 * time.Second
+	termMax = 1500 * time.Millisecond
 	// leaderWriteEvery is the pause between a leader's writes.
 	leaderWriteEvery = 100 * time.Millisecond
 )
@@ -120,7 +121,18 @@ func newElectionWorkload(grants *grantLog) *electionWorkload {
 	return &electionWorkload{grants: grants, store: &epochStore{validator: fence.NewMemory()}}
 }
 
+// quietRedis silences go-redis's log, once: the Go client's pools log
+// every failed dial, which under the nemesis is hundreds of lines that say
+// nothing the counters do not.
+var quietRedis sync.Once
+
+// discardLog is a go-redis logger that drops every line.
+type discardLog struct{}
+
+func (discardLog) Printf(context.Context, string, ...any) {}
+
 func (w *electionWorkload) run(cl *client, c *cluster, stop <-chan struct{}) {
+	quietRedis.Do(func() { redis.SetLogger(discardLog{}) })
 	var addrs []string
 	for _, n := range c.nodes {
 		addrs = append(addrs, n.addr())

@@ -207,7 +207,7 @@ func (w *sessionWorkload) use(cl *client, s *sessionRecord, stop <-chan struct{}
 	// held are the grants not released yet, done the released ones;
 	// both go to the shared log once the session's validity is final.
 	var held, done []grant
-	rounds := 1 + cl.rng.IntN(4)
+	rounds := 2 + cl.rng.IntN(5)
 	for r := 0; r < rounds && !stopped(stop) && s.endedAt() == 0; r++ {
 		if key := freeKey(cl, held); key != "" {
 			if g, granted := w.acquire(cl, s, key, false); granted {
@@ -215,8 +215,8 @@ func (w *sessionWorkload) use(cl *client, s *sessionRecord, stop <-chan struct{}
 				w.fenced.readModifyWrite(cl, g.key, g.owner, g.token)
 			}
 		}
-		// Hold across a keepalive or two.
-		time.Sleep(time.Duration(cl.rng.Int64N(int64(sessionTTL))))
+		// Hold, across a keepalive now and then.
+		time.Sleep(time.Duration(cl.rng.Int64N(int64(sessionTTL / 2))))
 		if len(held) > 0 && cl.rng.IntN(2) == 0 {
 			i := cl.rng.IntN(len(held))
 			w.release(cl, s, &held[i])
