@@ -251,7 +251,11 @@ func (w *electionWorkload) lead(ctx context.Context, cl *client, lc *fencer.Clie
 	case r < 5:
 		w.resigns.Add(1)
 		g.released = cl.clk.now()
-		cl.count.tally(e.Resign(rctx))
+		if !cl.count.tally(e.Resign(rctx)) {
+			// Still leading, perhaps: a Campaign now would return this
+			// term's epoch again. Leave the session to expire.
+			return false
+		}
 		return s.Err() == nil
 	case r < 7:
 		w.closes.Add(1)

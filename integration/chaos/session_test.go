@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -451,8 +452,8 @@ func (w *sessionWorkload) check() checkResult {
 		hs = append(hs, fmt.Sprintf("%d %s", n, h))
 	}
 	sort.Strings(hs)
-	res.notes = append(res.notes, fmt.Sprintf("%d sessions (%v), %d seen ended; %d probes under ended sessions, %d refused with NOSESSION; %d late writes after abandoning, %d refused as stale",
-		len(w.sessions), hs, seenEnded, w.probes.Load(), w.probesRefused.Load(), w.lateWrites.Load(), w.lateRefused.Load()))
+	res.notes = append(res.notes, fmt.Sprintf("%d sessions (%s), %d seen ended; %d probes under ended sessions, %d refused with NOSESSION; %d late writes after abandoning, %d refused as stale",
+		len(w.sessions), strings.Join(hs, ", "), seenEnded, w.probes.Load(), w.probesRefused.Load(), w.lateWrites.Load(), w.lateRefused.Load()))
 	return res
 }
 
