@@ -36,6 +36,8 @@ const (
 	wlFenced
 	wlRedisLua // Redis-compatible: SET NX, Lua extend and release
 	wlRedsync  // Redis-compatible: go-redsync/redsync
+	wlSessions // locks under sessions (session_test.go)
+	wlElection // an election through the Go client (election_test.go)
 )
 
 // campaign is one run's configuration.
@@ -129,7 +131,7 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 	t.Helper()
 	c := campaign{nodes: n, duration: defaultDuration, clientsPerNode: defaultClients, bin: fencerdBin,
 		seed:      envSeed(t, "CHAOS_SEED"),
-		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync},
+		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync, wlSessions, wlElection},
 		kinds:     deck, first: killLeader, lazy: os.Getenv("CHAOS_LAZYFS") != "0"}
 	if !c.lazy {
 		c.kinds = slices.DeleteFunc(slices.Clone(deck), func(k faultKind) bool { return slices.Contains(powerCuts, k) })
@@ -232,12 +234,14 @@ type workloads struct {
 	lin    *linWorkload
 	exp    *expiryWorkload
 	fenced *fencedWorkload
+	sess   *sessionWorkload
+	elect  *electionWorkload
 }
 
 func newWorkloads() *workloads {
 	grants := &grantLog{}
 	return &workloads{grants: grants, lin: &linWorkload{grants: grants}, exp: &expiryWorkload{grants: grants},
-		fenced: newFencedWorkload(grants)}
+		fenced: newFencedWorkload(grants), sess: newSessionWorkload(grants), elect: newElectionWorkload(grants)}
 }
 
 // spawn starts perNode clients on every node of c, which run kinds in turn
@@ -263,6 +267,10 @@ func (w *workloads) run(kind workloadKind, cl *client, c *cluster, stop <-chan s
 		w.fenced.runRedisLua(cl, stop)
 	case wlRedsync:
 		w.fenced.runRedsync(cl, c, stop)
+	case wlSessions:
+		w.sess.run(cl, stop)
+	case wlElection:
+		w.elect.run(cl, c, stop)
 	}
 }
 
@@ -303,6 +311,12 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 	rep.results = append(rep.results, checkEarlyExpiry(all))
 	if slices.Contains(cfg.workloads, wlFenced) || slices.Contains(cfg.workloads, wlRedisLua) || slices.Contains(cfg.workloads, wlRedsync) {
 		rep.results = append(rep.results, w.fenced.check())
+	}
+	if slices.Contains(cfg.workloads, wlSessions) {
+		rep.results = append(rep.results, w.sess.check(), w.sess.checkFenced())
+	}
+	if slices.Contains(cfg.workloads, wlElection) {
+		rep.results = append(rep.results, w.elect.check()...)
 	}
 	rep.results = append(rep.results, checkTokens(all, nm.restarts))
 	rep.results = append(rep.results, checkStateHashes(rep.hashes, rep.convergeErr))

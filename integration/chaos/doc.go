@@ -31,14 +31,24 @@
 // early expiry (short TTLs); a fenced read-modify-write through native
 // acquires, through SET NX with the Lua extend and release scripts of Redis's
 // distributed-lock page (run by fencer's Lua engine), and through
-// go-redsync/redsync.
+// go-redsync/redsync; locks held under sessions (FENCE.SESSION, 1.5 s TTL),
+// which are closed, revoked or abandoned (session_test.go); and an
+// election through the Go client's Election, whose leaders write under
+// their epoch and resign, close or abandon their sessions
+// (election_test.go).
 //
 // Checkers: linearizability of acquire, release and status with porcupine
-// (long TTLs); no early expiry (short TTLs); fenced read-modify-write on an
-// in-process store guarded by fence.Memory (no acknowledged write lost);
-// tokens unique and increasing in real-time order across the run, restarts
-// included; at the end, the same FENCE.STATEHASH on every node and no panic
-// or data race in any log.
+// (long TTLs); no early expiry (short TTLs, and locks under sessions until
+// the session's validity); fenced read-modify-write on an in-process store
+// guarded by fence.Memory (no acknowledged write lost); tokens unique and
+// increasing in real-time order across the run, restarts included; no
+// grant under a session its client had seen end; at most one leader per
+// epoch, epochs that never go back (in real-time order of the Campaigns
+// and in the order the store accepted writes), a deposed leader's write
+// refused, Leader() never behind a Campaign that returned before it; at
+// the end, the same FENCE.STATEHASH on every node and no panic or data
+// race in any log. TestChaosSessions and TestChaosElection run one of the
+// two workloads alone.
 //
 // TestClockRate runs 3-node clusters whose leader's lease clock runs fast
 // or slow by a factor (fencerd built with -tags fencer_faults,
