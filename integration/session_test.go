@@ -206,7 +206,7 @@ func TestSessionSurvivesLeaderFailover(t *testing.T) {
 // every lock until all are freed. It fails the test unless none was freed
 // before the TTL could have run out, all were freed within twice the TTL
 // and a second, in one entry, and each waiter was granted its lock in that
-// entry.
+// entry: each hand-off has a token of its own, and they are consecutive.
 func scKillAndWatch(t *testing.T, addr, httpAddr string, child *scChild, session string, locks []scLock, ttl time.Duration) {
 	t.Helper()
 	keys := make([]string, len(locks))
@@ -280,7 +280,8 @@ func scKillAndWatch(t *testing.T, addr, httpAddr string, child *scChild, session
 		t.Errorf("the locks were freed over reads %d to %d (%v), not at once", lo, hi, rounds[hi].end.Sub(rounds[lo].start))
 	}
 
-	var token uint64
+	granted := make([]uint64, len(keys))
+	var lowest, highest uint64
 	for range scWaitersQueued {
 		var w won
 		select {
@@ -292,21 +293,25 @@ func scKillAndWatch(t *testing.T, addr, httpAddr string, child *scChild, session
 			t.Fatalf("waiter on %s: %v", keys[w.i], w.err)
 		}
 		tok := w.lease.Token()
-		if token == 0 {
-			token = tok
+		granted[w.i] = tok
+		if lowest == 0 || tok < lowest {
+			lowest = tok
 		}
-		if tok != token {
-			t.Errorf("waiter on %s was granted token %d, another %d: the hand-offs were not in one entry", keys[w.i], tok, token)
-		}
+		highest = max(highest, tok)
 		if int64(tok) <= maxOld {
 			t.Errorf("waiter on %s was granted token %d, not above the session's largest %d", keys[w.i], tok, maxOld)
 		}
 	}
+	// One entry's hand-offs take consecutive positions, one each, in key
+	// order: nothing else can come between them.
+	if highest-lowest != scWaitersQueued-1 {
+		t.Errorf("the waiters' tokens span %d..%d, not %d consecutive positions: the hand-offs were not in one entry", lowest, highest, scWaitersQueued)
+	}
 	last := rd.read(t)
 	for i, k := range keys {
 		switch {
-		case i < scWaitersQueued && (!last.held[i] || uint64(last.token[i]) != token):
-			t.Errorf("%s: held=%v with token %d; want its waiter's grant, token %d", k, last.held[i], last.token[i], token)
+		case i < scWaitersQueued && (!last.held[i] || uint64(last.token[i]) != granted[i]):
+			t.Errorf("%s: held=%v with token %d; want its waiter's grant, token %d", k, last.held[i], last.token[i], granted[i])
 		case i >= scWaitersQueued && last.held[i]:
 			t.Errorf("%s, with no waiter, is held by %q (token %d) after the session ended", k, last.owner[i], last.token[i])
 		}
@@ -314,5 +319,5 @@ func scKillAndWatch(t *testing.T, addr, httpAddr string, child *scChild, session
 	if last.sessionLocks != -1 {
 		t.Errorf("FENCE.SESSION INFO lists %d locks after the session ended; want null", last.sessionLocks)
 	}
-	t.Logf("%d waiters granted token %d (the session's locks had tokens up to %d)", scWaitersQueued, token, maxOld)
+	t.Logf("%d waiters granted tokens %d..%d (the session's locks had tokens up to %d)", scWaitersQueued, lowest, highest, maxOld)
 }
