@@ -39,7 +39,8 @@ const (
 	// with KeepTTL, the key's own. (OpRevoke deletes a key of any kind.)
 	OpPut Op = 9
 	// OpSessionOpen opens a session with TTL: its ID is the command's
-	// position. Key and Owner are empty.
+	// position. Owner is the user that opens it (empty without
+	// authentication); Key is empty.
 	OpSessionOpen Op = 10
 	// OpSessionRenew restarts Session's TTL (a keepalive).
 	OpSessionRenew Op = 11
@@ -564,7 +565,7 @@ func (o Op) IsSession() bool { return o >= OpSessionOpen && o <= OpSessionRevoke
 // an open has a TTL and no session, the others a session; only an end has
 // waiters (and Expire its lease ref: the renewal it ends).
 func (c *Command) validateSession() error {
-	bad := c.Key != "" || c.Owner != "" || c.Redis || c.Waiter != nil || c.Data != ""
+	bad := c.Key != "" || c.Owner != "" && c.Op != OpSessionOpen || c.Redis || c.Waiter != nil || c.Data != ""
 	switch c.Op {
 	case OpSessionOpen:
 		bad = bad || c.TTL == 0 || c.Session != 0 || c.Lease != nil || len(c.Waiters) > 0

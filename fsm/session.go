@@ -22,7 +22,10 @@ type Session struct {
 	// revoke, a Redis write or delete over them), not by its holder's
 	// release: a keepalive tells the holder, which then finds which.
 	Taken uint64
-	keys  map[string]struct{} // the locks held under it
+	// User is the user that opened it (empty without authentication): a
+	// user limited to some locks may use only its own sessions.
+	User string
+	keys map[string]struct{} // the locks held under it
 }
 
 // SessionInfo is a copy of a session's replicated state and the number of
@@ -31,16 +34,17 @@ type SessionInfo struct {
 	ID, TTL, Version, Taken uint64
 	Deadline                int64
 	Locks                   int
+	User                    string
 }
 
 func (s *Session) info() SessionInfo {
-	return SessionInfo{ID: s.ID, TTL: s.TTL, Version: s.Version, Taken: s.Taken, Deadline: s.Deadline, Locks: len(s.keys)}
+	return SessionInfo{ID: s.ID, TTL: s.TTL, Version: s.Version, Taken: s.Taken, Deadline: s.Deadline, Locks: len(s.keys), User: s.User}
 }
 
 // applySession applies a session command.
 func (t *Table) applySession(r *Result, pos uint64, c *Command) {
 	if c.Op == OpSessionOpen {
-		t.sessions[pos] = &Session{ID: pos, TTL: c.TTL, Version: pos, keys: make(map[string]struct{})}
+		t.sessions[pos] = &Session{ID: pos, TTL: c.TTL, Version: pos, User: c.Owner, keys: make(map[string]struct{})}
 		r.Code = Opened
 		return
 	}

@@ -162,6 +162,7 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 		buf = binary.AppendUvarint(buf, ss.TTL)
 		buf = binary.AppendUvarint(buf, ss.Version)
 		buf = binary.AppendUvarint(buf, ss.Taken)
+		buf = appendString(buf, ss.User)
 	}
 	_, err := w.Write(buf)
 	return err
@@ -294,7 +295,7 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		return nil, fmt.Errorf("%w: %d sessions in %d bytes", ErrBadSnapshot, nSessions, len(d.b))
 	}
 	for i := uint64(0); i < nSessions && d.err == nil; i++ {
-		s := &Session{ID: d.uvarint(), TTL: d.uvarint(), Version: d.uvarint(), Taken: d.uvarint(), keys: make(map[string]struct{})}
+		s := &Session{ID: d.uvarint(), TTL: d.uvarint(), Version: d.uvarint(), Taken: d.uvarint(), User: d.string(), keys: make(map[string]struct{})}
 		if d.err == nil {
 			if _, dup := t.sessions[s.ID]; dup || s.ID == 0 || s.TTL == 0 || s.Version < s.ID || s.Version > t.floor+t.lastIndex {
 				return nil, fmt.Errorf("%w: bad session %d", ErrBadSnapshot, s.ID)

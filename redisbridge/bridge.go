@@ -30,7 +30,8 @@ type Locker interface {
 	Update(ctx context.Context, keys []string, fn func(tx *server.Tx) error) error
 	Status(ctx context.Context, key string) (server.Status, bool, error)
 	// Sessions (see server.Node.OpenSession).
-	OpenSession(ctx context.Context, ttl time.Duration) (uint64, error)
+	OpenSession(ctx context.Context, ttl time.Duration, user string) (uint64, error)
+	SessionUser(ctx context.Context, id uint64) (user string, open bool, err error)
 	KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bool, err error)
 	CloseSession(ctx context.Context, id uint64) (bool, error)
 	RevokeSession(ctx context.Context, id uint64) (bool, error)

@@ -39,7 +39,12 @@ func (f faultyLocker) Status(context.Context, string) (server.Status, bool, erro
 	return server.Status{}, false, f.err
 }
 func (f faultyLocker) Leader() (string, string)                                   { return "", "" }
-func (f faultyLocker) OpenSession(context.Context, time.Duration) (uint64, error) { return 0, f.err }
+func (f faultyLocker) OpenSession(context.Context, time.Duration, string) (uint64, error) {
+	return 0, f.err
+}
+func (f faultyLocker) SessionUser(context.Context, uint64) (string, bool, error) {
+	return "", false, f.err
+}
 func (f faultyLocker) KeepAlive(context.Context, uint64) (uint64, bool, error) {
 	return 0, false, f.err
 }

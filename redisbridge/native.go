@@ -126,6 +126,9 @@ func (b *Bridge) acquire(r *request) {
 	}
 	ctx, cancel := b.requestCtx(wait)
 	defer cancel()
+	if session != 0 && !b.sessionPermitted(ctx, r, session) {
+		return
+	}
 	if wait == 0 {
 		g, granted, err := call(ctx, 0)
 		b.writeGrant(ctx, r, g, granted, err)
@@ -260,6 +263,9 @@ func (b *Bridge) release(r *request) {
 			writeError(r.c, errNotInteger)
 		default:
 			b.boolCall(r, 5, func(ctx context.Context) (bool, error) {
+				if !b.sessionPermitted(ctx, r, session) {
+					return false, errAnswered
+				}
 				return b.locker.ReleaseInSession(ctx, session, string(r.args[1]), string(r.args[2]))
 			})
 		}
@@ -369,6 +375,7 @@ func (b *Bridge) check(r *request) {
 
 func (b *Bridge) writeBool(ctx context.Context, r *request, ok bool, err error) {
 	switch {
+	case errors.Is(err, errAnswered):
 	case err != nil:
 		b.fail(ctx, r, err)
 	case ok:

@@ -27,3 +27,36 @@ func TestSessionCloseRespectsKeyPatterns(t *testing.T) {
 	assert.True(t, strings.HasPrefix(reply, "-NOPERM"), "alice closed a session holding secret:1: %q", reply)
 	assert.True(t, strings.HasPrefix(admin.do("FENCE.STATUS", "secret:1"), "*3\r\n"), "secret:1 was released by a user without access to it")
 }
+
+// A user limited to a pattern uses its own sessions as any user does, and
+// no other user's.
+func TestSessionBelongsToItsOpener(t *testing.T) {
+	addr := startAuth(t)
+	admin := dialRaw(t, addr)
+	require.Equal(t, "+OK\r\n", admin.do("AUTH", "default", "sekret"))
+	adminSession := strings.TrimSpace(strings.TrimPrefix(admin.do("FENCE.SESSION", "OPEN", "10000"), ":"))
+
+	alice := dialRaw(t, addr)
+	require.Equal(t, "+OK\r\n", alice.do("AUTH", "alice", "apw"))
+	open := alice.do("FENCE.SESSION", "OPEN", "10000")
+	require.True(t, strings.HasPrefix(open, ":"), "%q", open)
+	mine := strings.TrimSpace(strings.TrimPrefix(open, ":"))
+	assert.True(t, strings.HasPrefix(alice.do("FENCE.ACQUIRE", "app:1", "a", "0", "SESSION", mine), "*2\r\n"))
+	assert.Equal(t, ":1\r\n", alice.do("FENCE.SESSION", "KEEPALIVE", mine), "alive, nothing taken")
+	assert.True(t, strings.HasPrefix(alice.do("FENCE.SESSION", "INFO", mine), "*3\r\n"))
+	for _, args := range [][]string{
+		{"FENCE.SESSION", "KEEPALIVE", adminSession},
+		{"FENCE.SESSION", "INFO", adminSession},
+		{"FENCE.SESSION", "CLOSE", adminSession},
+		{"FENCE.ACQUIRE", "app:2", "a", "0", "SESSION", adminSession},
+		{"FENCE.RELEASE", "app:2", "a", "SESSION", adminSession},
+		{"FENCE.PROCLAIM", "app:2", "a", adminSession, "v"},
+		{"FENCE.SESSION", "REVOKE", mine},
+	} {
+		reply := alice.do(args...)
+		assert.True(t, strings.HasPrefix(reply, "-NOPERM"), "%v: %q", args, reply)
+	}
+	// The administrator may use any session.
+	assert.Equal(t, ":1\r\n", admin.do("FENCE.SESSION", "CLOSE", mine))
+	assert.Equal(t, ":1\r\n", admin.do("FENCE.SESSION", "CLOSE", adminSession))
+}

@@ -2,12 +2,23 @@ package redisbridge
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/fencerlock/fencer/server"
 	"github.com/fencerlock/fencer/wire"
 )
+
+// userName is the name of the connection's user; empty without
+// authentication.
+func (st *connState) userName() string {
+	if st.user == nil {
+		return ""
+	}
+	return st.user.Name
+}
 
 // parseSession parses a session ID: a positive decimal integer.
 func parseSession(b []byte) (uint64, bool) {
@@ -37,7 +48,7 @@ func (b *Bridge) session(r *request) {
 		}
 		ctx, cancel := b.requestCtx(0)
 		defer cancel()
-		id, err := b.locker.OpenSession(ctx, ttl)
+		id, err := b.locker.OpenSession(ctx, ttl, r.conn.userName())
 		if err != nil {
 			b.fail(ctx, r, err)
 			return
@@ -66,6 +77,9 @@ func (b *Bridge) session(r *request) {
 	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
+	if !b.sessionPermitted(ctx, r, id) {
+		return
+	}
 	if keepalive {
 		taken, alive, err := b.locker.KeepAlive(ctx, id)
 		switch {
@@ -116,8 +130,37 @@ func (b *Bridge) proclaim(r *request) {
 		return
 	}
 	b.boolCall(r, 5, func(ctx context.Context) (bool, error) {
+		if !b.sessionPermitted(ctx, r, id) {
+			return false, errAnswered
+		}
 		return b.locker.Proclaim(ctx, id, string(r.args[1]), string(r.args[2]), string(r.args[4]))
 	})
+}
+
+// errAnswered is returned by a call that has already answered the request
+// (a refusal written by sessionPermitted).
+var errAnswered = errors.New("redisbridge: answered")
+
+// sessionPermitted reports whether the connection's user may use session
+// id: any user without authentication, or with pattern "*"; otherwise only
+// the user that opened it (a session holds locks of its opener's, and its
+// ID, a log position, is easy to guess). A session that is not open is
+// permitted: the command then finds it gone. If not permitted, or the
+// check failed, it has answered the request.
+func (b *Bridge) sessionPermitted(ctx context.Context, r *request, id uint64) bool {
+	if !b.authRequired() || r.conn.user == nil || r.conn.user.Pattern == "*" {
+		return true
+	}
+	user, open, err := b.locker.SessionUser(ctx, id)
+	switch {
+	case err != nil:
+		writeErr(r.c, err)
+		return false
+	case open && user != r.conn.user.Name:
+		writeError(r.c, wire.Error{Code: wire.NoPerm, Text: fmt.Sprintf("User %s may not use session %d, which another user opened", r.conn.user.Name, id)})
+		return false
+	}
+	return true
 }
 
 // holder: FENCE.HOLDER key → null if free, else [owner, token,

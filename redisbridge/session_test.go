@@ -148,3 +148,31 @@ func TestSessionWaitOverRESP(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "NOSESSION "), err.Error())
 }
+
+// A keepalive counts the locks taken from the session by others.
+func TestSessionKeepaliveCountsTakenLocks(t *testing.T) {
+	addr, _ := startBridge(t, nil, nil)
+	c := newClient(t, addr)
+	got, err := do(t, c, "FENCE.SESSION", "OPEN", 5000)
+	require.NoError(t, err)
+	id := got.(int64)
+	for _, k := range []string{"a", "b", "c"} {
+		_, err := do(t, c, "FENCE.ACQUIRE", k, "me", 0, "SESSION", id)
+		require.NoError(t, err)
+	}
+	_, err = do(t, c, "FENCE.RELEASE", "a", "me", "SESSION", id)
+	require.NoError(t, err)
+	got, err = do(t, c, "FENCE.SESSION", "KEEPALIVE", id)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), got, "a release by the holder is not a lock taken")
+	_, err = do(t, c, "FENCE.REVOKE", "b")
+	require.NoError(t, err)
+	_, err = do(t, c, "SET", "c", "overwritten")
+	require.NoError(t, err)
+	got, err = do(t, c, "FENCE.SESSION", "KEEPALIVE", id)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), got, "1 + two locks taken")
+	got, err = do(t, c, "FENCE.SESSION", "INFO", id)
+	require.NoError(t, err)
+	assert.Empty(t, got.([]any)[2])
+}

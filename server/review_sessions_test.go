@@ -19,7 +19,7 @@ func TestWaitUnderSessionEndsWithTheSession(t *testing.T) {
 	_, ok, err := n.Acquire(ctx, "busy", "holder", 30*time.Second, 0)
 	require.NoError(t, err)
 	require.True(t, ok)
-	id, err := n.OpenSession(ctx, 5*time.Second)
+	id, err := n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
 
 	type result struct {
@@ -54,9 +54,9 @@ func TestWaitUnderSessionEndsWithTheSession(t *testing.T) {
 func TestHandOffAnswersOnlyTheSessionItGrants(t *testing.T) {
 	n := openNode(t, t.TempDir())
 	ctx := ctxT(t)
-	s1, err := n.OpenSession(ctx, 10*time.Second)
+	s1, err := n.OpenSession(ctx, 10*time.Second, "")
 	require.NoError(t, err)
-	s2, err := n.OpenSession(ctx, 10*time.Second)
+	s2, err := n.OpenSession(ctx, 10*time.Second, "")
 	require.NoError(t, err)
 	_, ok, err := n.Acquire(ctx, "k", "holder", 30*time.Second, 0)
 	require.NoError(t, err)

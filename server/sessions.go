@@ -23,14 +23,17 @@ type SessionLock struct {
 	Token      uint64
 }
 
-// OpenSession opens a session with ttl and returns its ID: the position of
-// the entry that opened it, never reused. The session ends, releasing every
-// lock held under it, when it is not kept alive for ttl, or when it is
-// closed or revoked.
-func (n *Node) OpenSession(ctx context.Context, ttl time.Duration) (id uint64, err error) {
+// OpenSession opens a session with ttl for user (empty without
+// authentication) and returns its ID: the position of the entry that opened
+// it, never reused. The session ends, releasing every lock held under it,
+// when it is not kept alive for ttl, or when it is closed or revoked.
+func (n *Node) OpenSession(ctx context.Context, ttl time.Duration, user string) (id uint64, err error) {
 	defer func(start time.Time) { n.metrics.observe("session-open", start, err == nil, err) }(time.Now())
 	if ttl < n.cfg.MinTTL || ttl > n.cfg.MaxTTL {
 		return 0, invalid("ttl", "%v is outside %v..%v", ttl, n.cfg.MinTTL, n.cfg.MaxTTL)
+	}
+	if len(user) > n.cfg.MaxOwnerLen {
+		return 0, invalid("user", "%d bytes, longer than %d", len(user), n.cfg.MaxOwnerLen)
 	}
 	if err := n.waitReady(ctx); err != nil {
 		return 0, err
@@ -38,7 +41,7 @@ func (n *Node) OpenSession(ctx context.Context, ttl time.Duration) (id uint64, e
 	if open := n.table.Sessions(); open >= n.cfg.MaxSessions {
 		return 0, fmt.Errorf("%w: %d sessions are open, the maximum", ErrLimit, open)
 	}
-	r, err := n.propose(ctx, fsm.Command{Op: fsm.OpSessionOpen, TTL: uint64(ttl / time.Millisecond)})
+	r, err := n.propose(ctx, fsm.Command{Op: fsm.OpSessionOpen, TTL: uint64(ttl / time.Millisecond), Owner: user})
 	if err != nil {
 		return 0, err
 	}
@@ -179,4 +182,30 @@ func (n *Node) Proclaim(ctx context.Context, session uint64, key, owner, value s
 		return false, err
 	}
 	return r.Code == fsm.Proclaimed, nil
+}
+
+// SessionUser returns the user that opened session id, and whether it is
+// open, as this node knows it once it has applied the entry that would
+// have opened it (it waits for that, within ctx). A session's user never
+// changes and IDs are never reused, so any node can answer, without the
+// leader: what permission checks need.
+func (n *Node) SessionUser(ctx context.Context, id uint64) (user string, open bool, err error) {
+	if id == 0 {
+		return "", false, invalid("session", "zero")
+	}
+	for n.table.Position() < id {
+		if ready, _, _ := n.grants.state(); ready {
+			// A leader answers an open only once it applied it: an ID
+			// beyond what it applied was never opened.
+			return "", false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+			// A follower catching up with the log: a bounded wait.
+		}
+	}
+	s, open := n.table.Session(id)
+	return s.User, open, nil
 }

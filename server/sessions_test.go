@@ -17,7 +17,7 @@ func TestSessionHoldsLocksWhileKeptAlive(t *testing.T) {
 	n := openNode(t, t.TempDir())
 	ctx := ctxT(t)
 	const ttl = 800 * time.Millisecond
-	id, err := n.OpenSession(ctx, ttl)
+	id, err := n.OpenSession(ctx, ttl, "")
 	require.NoError(t, err)
 	tokens := map[string]uint64{}
 	for i := range 20 {
@@ -93,11 +93,11 @@ func mustStatusOK(t *testing.T, n *Node, key string) (Status, bool) {
 func TestCloseSessionReleasesAndHandsOver(t *testing.T) {
 	n := openNode(t, t.TempDir())
 	ctx := ctxT(t)
-	a, err := n.OpenSession(ctx, 5*time.Second)
+	a, err := n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
-	b, err := n.OpenSession(ctx, 5*time.Second)
+	b, err := n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
-	c, err := n.OpenSession(ctx, 5*time.Second)
+	c, err := n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
 	g1, ok, err := n.AcquireInSession(ctx, a, "x", "alice", "", 0)
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestCloseSessionReleasesAndHandsOver(t *testing.T) {
 func TestSessionLimits(t *testing.T) {
 	n := openNode(t, t.TempDir(), func(c *Config) { c.MaxSessionLocks = 2; c.MaxSessions = 2 })
 	ctx := ctxT(t)
-	id, err := n.OpenSession(ctx, 5*time.Second)
+	id, err := n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
 	for _, k := range []string{"a", "b"} {
 		_, ok, err := n.AcquireInSession(ctx, id, k, "o", "", 0)
@@ -169,11 +169,11 @@ func TestSessionLimits(t *testing.T) {
 	_, ok, err := n.AcquireInSession(ctx, id, "a", "o", "", 0)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	_, err = n.OpenSession(ctx, 5*time.Second)
+	_, err = n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
-	_, err = n.OpenSession(ctx, 5*time.Second)
+	_, err = n.OpenSession(ctx, 5*time.Second, "")
 	assert.ErrorIs(t, err, ErrLimit)
-	_, err = n.OpenSession(ctx, time.Millisecond)
+	_, err = n.OpenSession(ctx, time.Millisecond, "")
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, _, err = n.AcquireInSession(ctx, 12345, "z", "o", "", 0)
 	assert.ErrorIs(t, err, ErrNoSession)
@@ -187,7 +187,7 @@ func TestSessionSurvivesFailover(t *testing.T) {
 	old := c.leader()
 	ctx := ctxT(t)
 	const ttl = 2 * time.Second
-	id, err := old.OpenSession(ctx, ttl)
+	id, err := old.OpenSession(ctx, ttl, "")
 	require.NoError(t, err)
 	g, ok, err := old.AcquireInSession(ctx, id, "k", "o", "", 0)
 	require.NoError(t, err)

@@ -358,7 +358,7 @@ func TestWatchWindowBoundedInBytes(t *testing.T) {
 func TestWatchSessionsAndElections(t *testing.T) {
 	n := openNode(t, t.TempDir())
 	ctx := ctxT(t)
-	s, err := n.OpenSession(ctx, 5*time.Second)
+	s, err := n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
 	g, ok, err := n.AcquireInSession(ctx, s, "e", "alice", "host-a", 0)
 	require.NoError(t, err)
@@ -372,7 +372,7 @@ func TestWatchSessionsAndElections(t *testing.T) {
 	p := next(t, w)
 	assert.Equal(t, WatchEvent{Kind: EventProclaimed, Key: "e", Position: p.Position, Owner: "alice", Token: g.Token, Value: "host-b"}, p)
 
-	s2, err := n.OpenSession(ctx, 5*time.Second)
+	s2, err := n.OpenSession(ctx, 5*time.Second, "")
 	require.NoError(t, err)
 	granted := make(chan Grant, 1)
 	go func() {
