@@ -38,7 +38,7 @@ func (f faultyLocker) Revoke(context.Context, string) (bool, error)          { r
 func (f faultyLocker) Status(context.Context, string) (server.Status, bool, error) {
 	return server.Status{}, false, f.err
 }
-func (f faultyLocker) Leader() (string, string)                                   { return "", "" }
+func (f faultyLocker) Leader() (string, string) { return "", "" }
 func (f faultyLocker) OpenSession(context.Context, time.Duration, string) (uint64, error) {
 	return 0, f.err
 }
