@@ -135,52 +135,26 @@ func (a *app) runElected(ctx context.Context, name, value string, argv []string,
 // leadership is one term of an election as the supervisor sees it: it is
 // valid as long as the session it leads under (Until, Extend: the session's
 // validity and keepalive), and ends with the term (Done: the session ended
-// or was lost, a resignation, or check found the election's lock taken
-// away).
+// or was lost, a resignation, or the election's lock taken away, which the
+// session's next keepalive reports).
 type leadership struct {
 	session  *client.Session
 	election *client.Election
 	epoch    uint64
 	// term ends with the client's term (and so with the session), or when
-	// check ends it.
+	// resign ends it.
 	term   context.Context
 	cancel context.CancelCauseFunc
 }
 
-// check ends l's term if the election's lock is no longer this term's
-// (FENCE.REVOKE of the lock alone: the session stays open and its
-// keepalives succeed, so the client would never learn), reading the
-// leader every third of the TTL, as often as fencer lock's renewals learn
-// that their lock was revoked. A failed read is not a loss: the session's
-// validity covers a cluster out of reach. It returns when the term ends.
-func (l *leadership) check() {
-	period := l.session.TTL() / 3
-	t := time.NewTimer(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.term.Done():
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(l.term, period)
-		leader, err := l.election.Leader(ctx)
-		cancel()
-		switch {
-		case err == nil && leader.Epoch == l.epoch:
-		case err == nil || errors.Is(err, client.ErrNotElected):
-			if l.term.Err() == nil {
-				l.cancel(fmt.Errorf("%w: the election %q no longer has this leader (its lock was revoked, or taken away)", client.ErrLeaseLost, l.election.Name()))
-			}
-			return
-		}
-		t.Reset(period)
+func (l *leadership) Until() time.Time      { return l.session.Until() }
+func (l *leadership) Done() <-chan struct{} { return l.term.Done() }
+func (l *leadership) Extend(ctx context.Context) error {
+	if err := l.session.KeepAlive(ctx); err != nil {
+		return err
 	}
+	return l.Err() // the keepalive ends the term if the lock was taken
 }
-
-func (l *leadership) Until() time.Time                 { return l.session.Until() }
-func (l *leadership) Done() <-chan struct{}            { return l.term.Done() }
-func (l *leadership) Extend(ctx context.Context) error { return l.session.KeepAlive(ctx) }
 
 // Err returns nil while the term lasts, then why it ended.
 func (l *leadership) Err() error {
@@ -210,7 +184,7 @@ func (a *app) campaign(ctx context.Context, c *client.Client, name, value string
 	epoch, err := e.Campaign(ctx, value)
 	var term context.Context
 	if err == nil {
-		if term = e.Context(); term == nil {
+		if term = e.Context(); term.Err() != nil {
 			// Elected, and the term over before it could start.
 			err = fmt.Errorf("lost the leadership of %q as soon as elected: %w", name, s.Err())
 		}
@@ -221,7 +195,6 @@ func (a *app) campaign(ctx context.Context, c *client.Client, name, value string
 	}
 	l := &leadership{session: s, election: e, epoch: epoch}
 	l.term, l.cancel = context.WithCancelCause(term)
-	go l.check()
 	return l, nil
 }
 
@@ -237,7 +210,7 @@ func (a *app) campaign(ctx context.Context, c *client.Client, name, value string
 // fencer lock's release does.
 func (a *app) resign(l *leadership) {
 	lostBefore := l.Err() != nil
-	defer l.cancel(nil) // ends check
+	defer l.cancel(nil)
 	if !lostBefore {
 		timeout := min(a.timeout, max(time.Until(l.Until()), time.Second))
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
