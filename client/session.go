@@ -294,6 +294,12 @@ func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wa
 	if err != nil {
 		return nil, err
 	}
+	if err := s.Err(); err != nil {
+		// Granted, but the session ended on this side meanwhile: the
+		// lock is worth nothing to the caller; let it go.
+		c.releaseLater(q)
+		return nil, fmt.Errorf("acquire %q: %w", q.name, err)
+	}
 	l := &Lease{c: c, session: s, value: q.value, name: q.name, owner: q.owner, token: g.token, ttl: s.ttl, renewd: make(chan struct{})}
 	close(l.renewd)
 	l.ctx, l.cancel = context.WithCancelCause(s.ctx)
