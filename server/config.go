@@ -75,8 +75,10 @@ type Config struct {
 	MaxLocks int
 	// MaxSessions bounds the sessions open at once, MaxSessionLocks the
 	// locks one session holds; an open or acquire beyond them is refused
-	// with ErrLimit (checked before proposing, as MaxLocks is). The
-	// defaults are 100000 and 10000.
+	// with ErrLimit. Both are checked before proposing, as MaxLocks is, so
+	// they are resource guards, not invariants: acquires in flight, and
+	// waits queued before the session reached its limit and handed their
+	// lock later, can overshoot them. The defaults are 100000 and 10000.
 	MaxSessions, MaxSessionLocks int
 	// MaxValueSize bounds one value a Redis-compatible command or script
 	// stores (a string, or a whole hash, sorted set or list as encoded), in
