@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,13 +95,9 @@ func defaultElectValue() string {
 // exit status as an *exitError (or nil for 0).
 func (a *app) runElected(ctx context.Context, name, value string, argv []string, ttl, wait, grace time.Duration) error {
 	// A command that cannot run fails before the campaign.
-	path, err := exec.LookPath(argv[0])
+	path, err := lookCommand(argv[0])
 	if err != nil {
-		code := exitNoExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = exitNotFound
-		}
-		return &exitError{code: code, err: err}
+		return err
 	}
 	c, err := a.client()
 	if err != nil {

@@ -85,13 +85,9 @@ running out); 126 if the command cannot be run; 127 if it is not found.`,
 // exit status as an *exitError (or nil for 0).
 func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wait, grace time.Duration) error {
 	// A command that cannot run fails before the lock is taken.
-	path, err := exec.LookPath(argv[0])
+	path, err := lookCommand(argv[0])
 	if err != nil {
-		code := exitNoExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = exitNotFound
-		}
-		return &exitError{code: code, err: err}
+		return err
 	}
 	c, err := a.client()
 	if err != nil {
@@ -119,6 +115,20 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	child.WaitDelay = time.Second
 	s := &supervisor{hold: lease, grace: grace, what: fmt.Sprintf("the lock %q", name), cause: lease.Err, stderr: a.stderr}
 	return s.run(child, sigs)
+}
+
+// lookCommand finds the command to run, or returns the exit status for one
+// that cannot be run (126) or is not found (127).
+func lookCommand(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		code := exitNoExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = exitNotFound
+		}
+		return "", &exitError{code: code, err: err}
+	}
+	return path, nil
 }
 
 // lockLease waits for the lock; SIGINT, SIGTERM and SIGHUP stop the wait.
