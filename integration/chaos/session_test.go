@@ -213,7 +213,9 @@ func (w *sessionWorkload) use(cl *client, s *sessionRecord, stop <-chan struct{}
 		if key := freeKey(cl, held); key != "" {
 			if g, granted := w.acquire(cl, s, key, false); granted {
 				held = append(held, g)
-				w.fenced.readModifyWrite(cl, g.key, g.owner, g.token)
+				// (A write of its own: the grant's first write has the owner
+			// as its ID.)
+			w.fenced.readModifyWrite(cl, g.key, g.owner+"/late", g.token)
 			}
 		}
 		// Hold, across a keepalive now and then.
@@ -243,7 +245,9 @@ func (w *sessionWorkload) use(cl *client, s *sessionRecord, stop <-chan struct{}
 			g := held[cl.rng.IntN(len(held))]
 			w.lateWrites.Add(1)
 			before := w.fenced.stale.Load()
-			w.fenced.readModifyWrite(cl, g.key, g.owner, g.token)
+			// (A write of its own: the grant's first write has the owner
+			// as its ID.)
+			w.fenced.readModifyWrite(cl, g.key, g.owner+"/late", g.token)
 			if w.fenced.stale.Load() > before {
 				w.lateRefused.Add(1)
 			}
