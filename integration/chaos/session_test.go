@@ -214,8 +214,8 @@ func (w *sessionWorkload) use(cl *client, s *sessionRecord, stop <-chan struct{}
 			if g, granted := w.acquire(cl, s, key, false); granted {
 				held = append(held, g)
 				// (A write of its own: the grant's first write has the owner
-			// as its ID.)
-			w.fenced.readModifyWrite(cl, g.key, g.owner+"/late", g.token)
+				// as its ID.)
+				w.fenced.readModifyWrite(cl, g.key, g.owner+"/late", g.token)
 			}
 		}
 		// Hold, across a keepalive now and then.
