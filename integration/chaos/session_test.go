@@ -213,9 +213,7 @@ func (w *sessionWorkload) use(cl *client, s *sessionRecord, stop <-chan struct{}
 		if key := freeKey(cl, held); key != "" {
 			if g, granted := w.acquire(cl, s, key, false); granted {
 				held = append(held, g)
-				// (A write of its own: the grant's first write has the owner
-				// as its ID.)
-				w.fenced.readModifyWrite(cl, g.key, g.owner+"/late", g.token)
+				w.fenced.readModifyWrite(cl, g.key, g.owner, g.token)
 			}
 		}
 		// Hold, across a keepalive now and then.
@@ -243,11 +241,11 @@ func (w *sessionWorkload) use(cl *client, s *sessionRecord, stop <-chan struct{}
 			// the token it held.
 			time.Sleep(2*sessionTTL + time.Duration(cl.rng.Int64N(int64(sessionTTL))))
 			g := held[cl.rng.IntN(len(held))]
-			w.lateWrites.Add(1)
+			n := w.lateWrites.Add(1)
 			before := w.fenced.stale.Load()
-			// (A write of its own: the grant's first write has the owner
-			// as its ID.)
-			w.fenced.readModifyWrite(cl, g.key, g.owner+"/late", g.token)
+			// A write of its own: the grant's first write has the owner
+			// as its ID.
+			w.fenced.readModifyWrite(cl, g.key, lateWriteID(g.owner, n), g.token)
 			if w.fenced.stale.Load() > before {
 				w.lateRefused.Add(1)
 			}
