@@ -41,6 +41,17 @@ func (s *Session) info() SessionInfo {
 	return SessionInfo{ID: s.ID, TTL: s.TTL, Version: s.Version, Taken: s.Taken, Deadline: s.Deadline, Locks: len(s.keys), User: s.User}
 }
 
+// sortedKeys returns the keys of the locks held under s, in increasing
+// order.
+func (s *Session) sortedKeys() []string {
+	keys := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // applySession applies a session command.
 func (t *Table) applySession(r *Result, pos uint64, c *Command) {
 	if c.Op == OpSessionOpen {
@@ -79,11 +90,7 @@ func (t *Table) applySession(r *Result, pos uint64, c *Command) {
 // on, as the commands of a batch do; the command then takes up those
 // positions (t.extra), and the floor grows by the extra ones after it.
 func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op, code Code) {
-	keys := make([]string, 0, len(s.keys))
-	for k := range s.keys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := s.sortedKeys()
 	// The session is gone before any hand-off, so that none goes to a
 	// waiter under it.
 	delete(t.sessions, s.ID)
@@ -146,12 +153,7 @@ func (t *Table) SessionKeys(id uint64) ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
-	keys := make([]string, 0, len(s.keys))
-	for k := range s.keys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys, true
+	return s.sortedKeys(), true
 }
 
 // SetSessionDeadline records the node-local deadline of session id if it

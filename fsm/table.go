@@ -375,12 +375,13 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		case cur == nil:
 			t.grant(c.Key, Waiter{Owner: c.Owner, TTL: c.TTL, Session: c.Session, Value: c.Data}, pos)
 			r.Code = Granted
-		case cur.holds(c.Owner, c.Session) && !c.Redis && c.Session == 0:
-			cur.TTL, cur.Version, cur.Mod, cur.Deadline = c.TTL, pos, pos, 0
-			r.Code = Renewed
 		case cur.holds(c.Owner, c.Session) && !c.Redis:
-			// Under a session the lock lives as long as the session: a
-			// repeated acquire changes nothing and returns the grant.
+			// The holder's acquire renews its lease and returns the same
+			// grant; under a session, where the lock lives as long as the
+			// session, it changes nothing.
+			if c.Session == 0 {
+				cur.TTL, cur.Version, cur.Mod, cur.Deadline = c.TTL, pos, pos, 0
+			}
 			r.Code = Renewed
 		default:
 			r.Code = Held
@@ -574,20 +575,20 @@ func (t *Table) grant(key string, w Waiter, pos uint64) {
 
 // free frees key, whose lease is l, by any means but its holder's
 // release: a lock held under a session counts as taken from it.
-func (t *Table) free(key string, l *Lease) *Lease {
-	delete(t.locks, key)
-	if s := t.sessions[l.Session]; l.Session != 0 && s != nil {
-		delete(s.keys, key)
-		s.Taken++
-	}
-	return l
-}
+func (t *Table) free(key string, l *Lease) *Lease { return t.drop(key, l, true) }
 
 // release frees key, whose lease is l, at its holder's request.
-func (t *Table) release(key string, l *Lease) *Lease {
+func (t *Table) release(key string, l *Lease) *Lease { return t.drop(key, l, false) }
+
+// drop deletes key, whose lease is l, and takes it out of its session, if
+// any, counting it as taken from the session if taken is set.
+func (t *Table) drop(key string, l *Lease, taken bool) *Lease {
 	delete(t.locks, key)
 	if s := t.sessions[l.Session]; l.Session != 0 && s != nil {
 		delete(s.keys, key)
+		if taken {
+			s.Taken++
+		}
 	}
 	return l
 }
