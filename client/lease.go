@@ -77,17 +77,10 @@ type Lease struct {
 	name    string
 	owner   string
 	token   uint64
-	ttl     time.Duration
-	drift   time.Duration // allowance subtracted from every validity
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	// validity is the lease's own, or under a session only its context
+	// (the session keeps the time).
+	validity
 	renewd chan struct{} // closed when the renewal goroutine ends
-
-	mu    sync.Mutex
-	sent  time.Time // before the last request that granted or extended the lease
-	until time.Time // client-side validity end
-	timer *time.Timer
 
 	releaseMu sync.Mutex // serializes Release
 	released  bool
@@ -133,15 +126,15 @@ func (c *Client) acquireLease(ctx context.Context, name string, wait bool, opts 
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{c: c, name: name, owner: owner, token: g.token, ttl: g.ttl, drift: drift, renewd: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancelCause(c.ctx)
-	l.sent, l.until = g.sent, g.sent.Add(g.ttl-drift)
-	l.timer = time.AfterFunc(time.Until(l.until), l.expire)
+	l := &Lease{c: c, name: name, owner: owner, token: g.token, renewd: make(chan struct{})}
+	l.start(c.ctx, g.ttl, drift, g.sent, func(until time.Time) error {
+		return fmt.Errorf("%w: its validity ran out (at %s) before a renewal succeeded", ErrLeaseLost, until.Format(time.RFC3339Nano))
+	})
 	if cfg.autoRenew {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			l.renewLoop()
+			l.renewLoop(l.extend, l.renewd)
 		}()
 	} else {
 		close(l.renewd)
@@ -182,9 +175,7 @@ func (l *Lease) Until() time.Time {
 	if l.session != nil {
 		return l.session.Until()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.until
+	return l.validUntil()
 }
 
 // Context returns a context that is cancelled when the lease ends: lost, its
@@ -245,7 +236,7 @@ func (l *Lease) extend(ctx context.Context) error {
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
 	defer stop()
 
-	p := retry{attempt: l.attemptTimeout}
+	p := retry{attempt: func() time.Duration { return l.attemptTimeout(l.c) }}
 	v, sent, err := l.c.exchange(ctx, p, "FENCE.EXTEND", l.name, l.owner, millis(l.ttl))
 	if err != nil {
 		if cerr := l.Err(); cerr != nil {
@@ -258,74 +249,8 @@ func (l *Lease) extend(ctx context.Context) error {
 		l.cancel(err)
 		return l.Err()
 	}
-	l.valid(sent)
+	l.renewed(sent)
 	return nil
-}
-
-// attemptTimeout bounds one renewal attempt. With other nodes to try, an
-// attempt gets half the validity left (at least minRenewAttempt of it), so
-// that a node that hangs leaves time for the next; with one node, a retry
-// could only go to the same node, and a slow reply is still worth having,
-// so it gets all of it.
-func (l *Lease) attemptTimeout() time.Duration {
-	left := time.Until(l.Until())
-	if len(l.c.nodes) == 1 {
-		return min(l.c.cfg.requestTimeout, left)
-	}
-	return min(l.c.cfg.requestTimeout, max(left/2, min(left, minRenewAttempt)))
-}
-
-// minRenewAttempt is the shortest timeout a renewal attempt gets while the
-// lease has that much validity left.
-const minRenewAttempt = 200 * time.Millisecond
-
-// valid records a successful extend sent at sent.
-func (l *Lease) valid(sent time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ctx.Err() != nil || !sent.After(l.sent) {
-		return
-	}
-	l.sent, l.until = sent, sent.Add(l.ttl-l.drift)
-	l.timer.Reset(time.Until(l.until))
-}
-
-// expire runs when the validity timer fires.
-func (l *Lease) expire() {
-	l.mu.Lock()
-	until := l.until
-	if left := time.Until(until); left > 0 {
-		// Extended while the timer fired.
-		l.timer.Reset(left)
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Unlock()
-	l.cancel(fmt.Errorf("%w: its validity ran out (at %s) before a renewal succeeded", ErrLeaseLost, until.Format(time.RFC3339Nano)))
-}
-
-// renewLoop extends the lease about every TTL/3 until it ends.
-func (l *Lease) renewLoop() {
-	defer close(l.renewd)
-	for {
-		l.mu.Lock()
-		next := l.sent.Add(l.ttl / 3)
-		l.mu.Unlock()
-		if err := sleep(l.ctx, l.ctx, time.Until(next)); err != nil {
-			return
-		}
-		if err := l.extend(l.ctx); err != nil {
-			if l.Err() != nil {
-				return
-			}
-			// No verdict, and the lease is still valid (an unexpected
-			// reply, say): the validity timer ends it unless a later
-			// renewal succeeds.
-			if err := sleep(l.ctx, l.ctx, jitter(4*minBackoff)); err != nil {
-				return
-			}
-		}
-	}
 }
 
 // Release ends the lease: it cancels the lease's context (cause
@@ -343,9 +268,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	// Cancel first, so that work under the lease stops before another
 	// owner can be granted the lock.
 	l.cancel(ErrReleased)
-	if l.timer != nil {
-		l.timer.Stop()
-	}
+	l.stopTimer()
 	<-l.renewd
 	ok, err := l.c.release(ctx, l.req())
 	switch {

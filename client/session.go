@@ -31,19 +31,12 @@ func WithSessionTTL(ttl time.Duration) SessionOption {
 // it ended, or its validity ran out before a keepalive succeeded) or
 // closed.
 type Session struct {
-	c     *Client
-	id    uint64
-	ttl   time.Duration
-	drift time.Duration
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	c  *Client
+	id uint64
+	validity
 	renewd chan struct{} // closed when the keepalive goroutine ends
 
-	mu    sync.Mutex
-	sent  time.Time // before the last request that opened or renewed it
-	until time.Time // client-side validity end
-	timer *time.Timer
+	mu sync.Mutex // guards taken and leases
 	// taken is the count of locks taken from the session by others that
 	// the last keepalive reported; leases are the session's locks held
 	// through this Session, to end when one of them is taken.
@@ -77,14 +70,14 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	if !ok || id <= 0 {
 		return nil, fmt.Errorf("client: unexpected reply to FENCE.SESSION OPEN: %v", v)
 	}
-	s := &Session{c: c, id: uint64(id), ttl: cfg.ttl, drift: drift, renewd: make(chan struct{}), leases: make(map[*Lease]struct{})}
-	s.ctx, s.cancel = context.WithCancelCause(c.ctx)
-	s.sent, s.until = sent, sent.Add(cfg.ttl-drift)
-	s.timer = time.AfterFunc(time.Until(s.until), s.expire)
+	s := &Session{c: c, id: uint64(id), renewd: make(chan struct{}), leases: make(map[*Lease]struct{})}
+	s.start(c.ctx, cfg.ttl, drift, sent, func(until time.Time) error {
+		return fmt.Errorf("%w: session %d's validity ran out (at %s) before a keepalive succeeded", ErrLeaseLost, s.id, until.Format(time.RFC3339Nano))
+	})
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		s.keepAliveLoop()
+		s.renewLoop(s.KeepAlive, s.renewd)
 	}()
 	return s, nil
 }
@@ -99,11 +92,7 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 // Until returns the end of the session's validity as the client counts it:
 // from just before it sent the request that opened or last renewed it, the
 // TTL less a drift allowance. The server ends it no earlier than that.
-func (s *Session) Until() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.until
-}
+func (s *Session) Until() time.Time { return s.validUntil() }
 
 // Context returns a context cancelled when the session ends (lost, closed,
 // or the client closed); context.Cause says why.
@@ -135,7 +124,7 @@ func (s *Session) KeepAlive(ctx context.Context) error {
 	defer cancel(nil)
 	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 	defer stop()
-	p := retry{attempt: func() time.Duration { return s.attemptTimeout() }}
+	p := retry{attempt: func() time.Duration { return s.attemptTimeout(s.c) }}
 	v, sent, err := s.c.exchange(ctx, p, "FENCE.SESSION", "KEEPALIVE", s.id)
 	if err != nil {
 		if cerr := s.Err(); cerr != nil {
@@ -148,11 +137,8 @@ func (s *Session) KeepAlive(ctx context.Context) error {
 		s.cancel(fmt.Errorf("%w: session %d is not open on the server", ErrSessionEnded, s.id))
 		return s.Err()
 	}
+	s.renewed(sent)
 	s.mu.Lock()
-	if s.ctx.Err() == nil && sent.After(s.sent) {
-		s.sent, s.until = sent, sent.Add(s.ttl-s.drift)
-		s.timer.Reset(time.Until(s.until))
-	}
 	taken := uint64(n - 1)
 	check := taken > s.taken
 	s.taken = max(s.taken, taken)
@@ -215,48 +201,6 @@ func (s *Session) track(l *Lease) {
 	})
 }
 
-// attemptTimeout bounds one keepalive attempt, as Lease's renewals are
-// bounded.
-func (s *Session) attemptTimeout() time.Duration {
-	left := time.Until(s.Until())
-	if len(s.c.nodes) == 1 {
-		return min(s.c.cfg.requestTimeout, left)
-	}
-	return min(s.c.cfg.requestTimeout, max(left/2, min(left, minRenewAttempt)))
-}
-
-func (s *Session) expire() {
-	s.mu.Lock()
-	until := s.until
-	if left := time.Until(until); left > 0 {
-		s.timer.Reset(left)
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Unlock()
-	s.cancel(fmt.Errorf("%w: session %d's validity ran out (at %s) before a keepalive succeeded", ErrLeaseLost, s.id, until.Format(time.RFC3339Nano)))
-}
-
-func (s *Session) keepAliveLoop() {
-	defer close(s.renewd)
-	for {
-		s.mu.Lock()
-		next := s.sent.Add(s.ttl / 3)
-		s.mu.Unlock()
-		if err := sleep(s.ctx, s.ctx, time.Until(next)); err != nil {
-			return
-		}
-		if err := s.KeepAlive(s.ctx); err != nil {
-			if s.Err() != nil {
-				return
-			}
-			if err := sleep(s.ctx, s.ctx, jitter(4*minBackoff)); err != nil {
-				return
-			}
-		}
-	}
-}
-
 // Close ends the session: its context ends first (cause ErrReleased), so
 // that work under its locks stops, then the server releases every lock
 // held under it, as a Release of each would, handing each to its first
@@ -271,7 +215,7 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.cancel(ErrReleased)
-	s.timer.Stop()
+	s.stopTimer()
 	<-s.renewd
 	v, _, err := s.c.exchange(ctx, s.c.standard(), "FENCE.SESSION", "CLOSE", s.id)
 	if err != nil {
@@ -300,8 +244,9 @@ func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wa
 		c.releaseLater(q)
 		return nil, fmt.Errorf("acquire %q: %w", q.name, err)
 	}
-	l := &Lease{c: c, session: s, value: q.value, name: q.name, owner: q.owner, token: g.token, ttl: s.ttl, renewd: make(chan struct{})}
+	l := &Lease{c: c, session: s, value: q.value, name: q.name, owner: q.owner, token: g.token, renewd: make(chan struct{})}
 	close(l.renewd)
+	l.ttl = s.ttl
 	l.ctx, l.cancel = context.WithCancelCause(s.ctx)
 	s.track(l)
 	return l, nil
