@@ -50,27 +50,15 @@ Exit status: the command's (128+n if signal n killed it: 143 after SIGTERM,
 running out); 126 if the command cannot be run; 127 if it is not found.`,
 		Example: `  fencer elect --value "$(hostname)" db-writer -- ./writer
   fencer elect --ttl 5s --wait 1m cron-leader -- sh -c 'run-jobs --fencing-token "$FENCER_EPOCH"'`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) < 2 || (len(args) == 2 && args[1] == "--") {
-				return usage("want the election's NAME and a COMMAND to run")
-			}
-			return nil
-		},
+		Args: nameAndCommand("the election's"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			argv := args[1:]
-			if argv[0] == "--" {
-				argv = argv[1:]
-			}
-			if !cmd.Flags().Changed("grace") {
-				grace = defaultGrace(ttl)
-			}
-			if err := checkGrace(grace, ttl); err != nil {
+			if err := graceFlag(cmd, &grace, ttl); err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("value") {
 				value = defaultElectValue()
 			}
-			return a.runElected(cmd.Context(), args[0], value, argv, ttl, wait, grace)
+			return a.runElected(cmd.Context(), args[0], value, commandOf(args), ttl, wait, grace)
 		},
 	}
 	// Everything after NAME belongs to the command, "--" or not.

@@ -50,24 +50,12 @@ Exit status: the command's (128+n if signal n killed it: 143 after SIGTERM,
 running out); 126 if the command cannot be run; 127 if it is not found.`,
 		Example: `  fencer lock build-x -- make release
   fencer lock --ttl 30s --wait 5m nightly -- sh -c 'backup --fencing-token "$FENCER_TOKEN"'`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) < 2 || (len(args) == 2 && args[1] == "--") {
-				return usage("want the lock's NAME and a COMMAND to run")
-			}
-			return nil
-		},
+		Args: nameAndCommand("the lock's"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			argv := args[1:]
-			if argv[0] == "--" {
-				argv = argv[1:]
-			}
-			if !cmd.Flags().Changed("grace") {
-				grace = defaultGrace(ttl)
-			}
-			if err := checkGrace(grace, ttl); err != nil {
+			if err := graceFlag(cmd, &grace, ttl); err != nil {
 				return err
 			}
-			return a.runLocked(cmd.Context(), args[0], argv, ttl, wait, grace)
+			return a.runLocked(cmd.Context(), args[0], commandOf(args), ttl, wait, grace)
 		},
 	}
 	// Everything after NAME belongs to the command, "--" or not.

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/spf13/cobra"
 )
 
 // holding is what a supervised command runs under: a lease (*client.Lease),
@@ -232,6 +234,35 @@ func (s *supervisor) killWithin() time.Duration {
 // it, the renewal period, so that SIGTERM comes when a renewal due a third
 // of the TTL ago has still not succeeded.
 func defaultGrace(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// graceFlag sets *grace to its default for ttl unless cmd's --grace was
+// given, and checks it.
+func graceFlag(cmd *cobra.Command, grace *time.Duration, ttl time.Duration) error {
+	if !cmd.Flags().Changed("grace") {
+		*grace = defaultGrace(ttl)
+	}
+	return checkGrace(*grace, ttl)
+}
+
+// nameAndCommand checks the arguments of a command that runs another: a
+// NAME (whose is what it names) and a COMMAND.
+func nameAndCommand(whose string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < 2 || (len(args) == 2 && args[1] == "--") {
+			return usage("want %s NAME and a COMMAND to run", whose)
+		}
+		return nil
+	}
+}
+
+// commandOf returns the COMMAND and its arguments after NAME (and "--").
+func commandOf(args []string) []string {
+	argv := args[1:]
+	if argv[0] == "--" {
+		argv = argv[1:]
+	}
+	return argv
+}
 
 // checkGrace refuses a grace that would leave the command less than half
 // of the TTL: a grant that arrives after a wait can have only about half of
