@@ -128,26 +128,38 @@ func pushHeader(p []byte, proto, n int) []byte {
 	return redcon.AppendArray(p, n)
 }
 
+// subscriberOf returns the connection's subscriber. The first subscription
+// (or watch) makes it and takes the connection out of redcon's loop: fresh
+// then says that the caller must start serveDetached, which reads its
+// commands from now on, once its reply is queued, so that the replies keep
+// their order. It returns nil if the bridge is closing.
+func (b *Bridge) subscriberOf(r *request) (s *subscriber, fresh bool) {
+	if s = r.conn.sub; s != nil {
+		return s, false
+	}
+	s = &subscriber{st: r.conn, out: make(chan []byte, subscriberQueue), done: make(chan struct{}), chans: map[string]bool{}}
+	s.dc = r.c.Detach()
+	r.conn.sub, r.conn.detached = s, true
+	if !b.hub.track(s) {
+		s.close()
+		b.open.Add(-1)
+		return nil, false
+	}
+	go s.writeLoop()
+	return s, true
+}
+
 // subscribe: (S)SUBSCRIBE channel [channel ...].
 func (b *Bridge) subscribe(r *request) {
 	if len(r.args) < 2 {
 		wrongArity(r)
 		return
 	}
-	s := r.conn.sub
+	s, fresh := b.subscriberOf(r)
 	if s == nil {
-		// The first subscription takes the connection out of redcon's
-		// loop; its commands are read by serveDetached from now on, started
-		// once this reply is queued so that the replies keep their order.
-		s = &subscriber{st: r.conn, out: make(chan []byte, subscriberQueue), done: make(chan struct{}), chans: map[string]bool{}}
-		s.dc = r.c.Detach()
-		r.conn.sub, r.conn.detached = s, true
-		if !b.hub.track(s) {
-			s.close()
-			b.open.Add(-1)
-			return
-		}
-		go s.writeLoop()
+		return
+	}
+	if fresh {
 		defer func() { go b.serveDetached(s) }()
 	}
 	prefix, idx, _ := kindOf(r.args[0])

@@ -84,20 +84,12 @@ func (b *Bridge) watch(r *request) {
 		writeErr(r.c, err)
 		return
 	}
-	s := r.conn.sub
+	s, fresh := b.subscriberOf(r)
 	if s == nil {
-		// As the first SUBSCRIBE does: the connection leaves redcon's loop,
-		// and serveDetached reads its commands once this reply is queued.
-		s = &subscriber{st: r.conn, out: make(chan []byte, subscriberQueue), done: make(chan struct{}), chans: map[string]bool{}}
-		s.dc = r.c.Detach()
-		r.conn.sub, r.conn.detached = s, true
-		if !b.hub.track(s) {
-			w.Close()
-			s.close()
-			b.open.Add(-1)
-			return
-		}
-		go s.writeLoop()
+		w.Close()
+		return
+	}
+	if fresh {
 		defer func() { go b.serveDetached(s) }()
 	}
 	if r.conn.watches == nil {
