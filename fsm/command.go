@@ -182,7 +182,9 @@ type Command struct {
 	Txn *Txn
 
 	// Session is the session an acquire, release or proclaim acts under
-	// (zero: none), or the session a session command names.
+	// (zero: none), or the session a session command names. On a revoke
+	// it names the lock's session when the leader revokes a grant that
+	// reached no caller (not counted as taken from the session).
 	Session uint64
 	// Waiters, on a session's end, name the waiter each freed key is
 	// handed to, in increasing key order; keys not named are freed
@@ -500,7 +502,7 @@ func (c *Command) validate() error {
 		return fmt.Errorf("%w: empty key", ErrBadEntry)
 	}
 	switch {
-	case c.Session != 0 && c.Op != OpAcquire && c.Op != OpRelease && c.Op != OpProclaim:
+	case c.Session != 0 && c.Op != OpAcquire && c.Op != OpRelease && c.Op != OpProclaim && c.Op != OpRevoke:
 		return fmt.Errorf("%w: session on a %s", ErrBadEntry, c.Op)
 	case c.Session != 0 && (c.TTL != 0 || c.Redis):
 		return fmt.Errorf("%w: %s under a session with a TTL or Redis flag", ErrBadEntry, c.Op)

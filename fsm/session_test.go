@@ -183,6 +183,13 @@ func TestSessionCountsLocksTakenFromIt(t *testing.T) {
 	info, _ = a.t.Session(s)
 	assert.Equal(t, uint64(2), info.Taken)
 	assert.Zero(t, info.Locks)
+	// The leader's revoke of a grant no caller received names the session:
+	// not taken.
+	require.Equal(t, Granted, a.apply(t, sessionAcquire("d", "o", s)).Code)
+	require.Equal(t, Revoked, a.apply(t, Command{Op: OpRevoke, Key: "d", Owner: "o", Session: s}).Code)
+	info, _ = a.t.Session(s)
+	assert.Equal(t, uint64(2), info.Taken)
+	assert.Zero(t, info.Locks)
 	b := New()
 	require.NoError(t, b.Restore(io.NopCloser(bytes.NewReader(a.t.MarshalSnapshot()))))
 	info2, _ := b.Session(s)

@@ -425,7 +425,10 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 	case OpRevoke:
 		if cur != nil && (c.Owner == "" || cur.Owner == c.Owner) &&
 			(c.Lease == nil || c.Lease.Token == 0 || c.Lease.Token == cur.Token) {
-			r.Freed = t.free(c.Key, cur)
+			// A revoke that names the lock's session is the leader's own, on
+			// the holder's behalf (a grant no caller received): the lock
+			// was never the holder's to lose, so it is not counted as taken.
+			r.Freed = t.drop(c.Key, cur, c.Session == 0 || c.Session != cur.Session)
 			r.Code = Revoked
 		} else {
 			r.Code = Stale

@@ -483,11 +483,14 @@ func (g *grants) revokeUndeliveredLocked(ok ownerKey, token uint64) {
 		// A new leader restarts the lease; it ends after its TTL.
 		return
 	}
-	if l, held := g.table.Get(ok.key); !held || l.Owner != ok.owner || l.Token != token {
+	l, held := g.table.Get(ok.key)
+	if !held || l.Owner != ok.owner || l.Token != token {
 		return
 	}
 	g.log.Debug("revoking a grant no caller received", "key", ok.key, "owner", ok.owner, "token", token)
-	g.propose(fsm.Command{Op: fsm.OpRevoke, Key: ok.key, Owner: ok.owner,
+	// Naming the lock's session marks the revoke as the holder's own: a
+	// session's keepalive must not report a lock it never knew it held.
+	g.propose(fsm.Command{Op: fsm.OpRevoke, Key: ok.key, Owner: ok.owner, Session: l.Session,
 		Lease: &fsm.LeaseRef{Token: token}, Waiter: g.headWaiterLocked(ok.key)})
 }
 

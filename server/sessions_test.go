@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -211,4 +213,56 @@ func TestSessionSurvivesFailover(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { _, held := mustStatusOK(t, nl, "k"); return !held }, 2*ttl, 20*time.Millisecond)
 	assert.GreaterOrEqual(t, time.Since(took), ttl)
+}
+
+// A grant that reached no caller, made under a session, is revoked on the
+// holder's behalf: the session's keepalive does not report it as taken,
+// as it would a lock taken from its holder.
+func TestDepartedSessionWaiterIsNotReportedTaken(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	id, err := n.OpenSession(ctx, 10*time.Second, "")
+	require.NoError(t, err)
+	mustAcquire(t, n, "k", "holder", 10*time.Second)
+	wctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := n.AcquireInSession(wctx, id, "k", "gone", "", 8*time.Second)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		n.grants.mu.Lock()
+		defer n.grants.mu.Unlock()
+		return n.grants.waits.count() == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	n.grants.mu.Lock()
+	w := n.grants.headWaiterLocked("k")
+	n.grants.mu.Unlock()
+	require.NotNil(t, w)
+	require.Equal(t, id, w.Session)
+	// As in TestGrantToDepartedWaiterIsRevoked: the caller goes before
+	// the release that hands it the lock commits.
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	r, err := n.propose(ctx, fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: "holder", Waiter: w})
+	require.NoError(t, err)
+	require.Equal(t, id, r.Lease.Session, "the entry granted the departed waiter under its session")
+	require.Eventually(t, func() bool {
+		_, held, err := n.Status(ctx, "k")
+		return err == nil && !held
+	}, 5*time.Second, 10*time.Millisecond, "grant to the departed waiter was not revoked")
+	taken, alive, err := n.KeepAlive(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, alive)
+	assert.Zero(t, taken, "a grant its holder never received was not taken from it")
+
+	// A revoke by anyone else still counts.
+	_, ok, err := n.AcquireInSession(ctx, id, "k2", "o", "", 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = n.propose(ctx, fsm.Command{Op: fsm.OpRevoke, Key: "k2"})
+	require.NoError(t, err)
+	taken, _, err = n.KeepAlive(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), taken)
 }
