@@ -148,6 +148,34 @@ type Waiter struct {
 	Session uint64
 	// Value is the lock's value once granted (under a session only).
 	Value string
+	// Mode and Permits make the waiter a shared acquire (see
+	// Command.Mode); ModeNone: a plain lock's.
+	Mode    Mode
+	Permits uint64
+}
+
+// Mode is what kind of grant of a key an acquire asks for: a plain lock
+// (ModeNone), or a holder of a shared key: a read-write lock's reader or
+// writer, or one permit of a semaphore. Its values are part of the log and
+// snapshot formats.
+type Mode uint8
+
+// The modes.
+const (
+	ModeNone   Mode = 0
+	ModeRead   Mode = 1
+	ModeWrite  Mode = 2
+	ModePermit Mode = 3
+)
+
+var modeNames = [...]string{ModeNone: "lock", ModeRead: "read", ModeWrite: "write", ModePermit: "permit"}
+
+// String names the mode as the protocol does.
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
 // KeyWaiter is a waiter for one of the keys a session's end frees.
@@ -198,6 +226,12 @@ type Command struct {
 	Kind    Kind
 	Data    string
 	KeepTTL bool
+
+	// Mode, on an acquire, asks for a holder of a shared key (KindShared)
+	// instead of a plain lock: a reader or the writer of a read-write
+	// lock, or a permit of a semaphore of Permits permits.
+	Mode    Mode
+	Permits uint64
 }
 
 // Txn is a command made of several lock commands. It is applied only if
@@ -245,7 +279,11 @@ const (
 	// waiter's if flagWaiter), then Data for an acquire or proclaim.
 	flagSession = 1 << 4
 	flagWaiters = 1 << 5 // a session end's waiters follow
-	flagKnown   = flagLease | flagWaiter | flagRedis | flagKeep | flagSession | flagWaiters
+	// flagShared: the shared part follows: the command's mode and
+	// permits, then the waiter's if flagWaiter, then each session end
+	// waiter's if flagWaiters.
+	flagShared = 1 << 6
+	flagKnown  = flagLease | flagWaiter | flagRedis | flagKeep | flagSession | flagWaiters | flagShared
 )
 
 // Decoding errors.
@@ -288,6 +326,10 @@ func (c Command) Encode(dst []byte) []byte {
 	if len(c.Waiters) > 0 {
 		flags |= flagWaiters
 	}
+	shared := c.hasSharedPart()
+	if shared {
+		flags |= flagShared
+	}
 	dst = append(dst, EncodingVersion, byte(c.Op), flags)
 	dst = appendString(dst, c.Key)
 	dst = appendString(dst, c.Owner)
@@ -324,7 +366,34 @@ func (c Command) Encode(dst []byte) []byte {
 			dst = appendValue(dst, w.Value)
 		}
 	}
+	if shared {
+		dst = append(dst, byte(c.Mode))
+		dst = binary.AppendUvarint(dst, c.Permits)
+		if c.Waiter != nil {
+			dst = append(dst, byte(c.Waiter.Mode))
+			dst = binary.AppendUvarint(dst, c.Waiter.Permits)
+		}
+		for _, w := range c.Waiters {
+			dst = append(dst, byte(w.Mode))
+			dst = binary.AppendUvarint(dst, w.Permits)
+		}
+	}
 	return dst
+}
+
+// hasSharedPart reports whether c's encoding has the shared part: a mode
+// on the command or any of its waiters. Commands without one encode
+// exactly as before shared keys existed.
+func (c *Command) hasSharedPart() bool {
+	if c.Mode != ModeNone || c.Waiter != nil && c.Waiter.Mode != ModeNone {
+		return true
+	}
+	for _, w := range c.Waiters {
+		if w.Mode != ModeNone {
+			return true
+		}
+	}
+	return false
 }
 
 // hasSessionPart reports whether c's encoding has the session part: a
@@ -396,6 +465,18 @@ func Decode(b []byte) (Command, error) {
 				return Command{}, fmt.Errorf("%w: session waiters not in increasing key order", ErrBadEntry)
 			}
 			c.Waiters = append(c.Waiters, w)
+		}
+	}
+	if flags&flagShared != 0 {
+		c.Mode, c.Permits = Mode(d.byte()), d.uvarint()
+		if c.Waiter != nil {
+			c.Waiter.Mode, c.Waiter.Permits = Mode(d.byte()), d.uvarint()
+		}
+		for i := range c.Waiters {
+			c.Waiters[i].Mode, c.Waiters[i].Permits = Mode(d.byte()), d.uvarint()
+		}
+		if d.err == nil && !c.hasSharedPart() {
+			return Command{}, fmt.Errorf("%w: empty shared part", ErrBadEntry)
 		}
 	}
 	if d.err != nil {
@@ -515,6 +596,9 @@ func (c *Command) validate() error {
 	if c.Waiter != nil && c.Waiter.Owner == "" {
 		return fmt.Errorf("%w: waiter without owner", ErrBadEntry)
 	}
+	if err := c.validateShared(); err != nil {
+		return err
+	}
 	if c.KeepTTL && c.Op != OpPut {
 		return fmt.Errorf("%w: keep-TTL flag on a %s", ErrBadEntry, c.Op)
 	}
@@ -579,10 +663,11 @@ func (c *Command) validateSession() error {
 		bad = bad || c.TTL != 0 || c.Session == 0 || c.Lease != nil
 	}
 	for _, w := range c.Waiters {
-		if w.Session != 0 && w.TTL != 0 || w.Session == 0 && w.Value != "" {
+		if w.Session != 0 && w.TTL != 0 || w.Session == 0 && w.Value != "" || validMode(w.Mode, w.Permits) != nil {
 			bad = true
 		}
 	}
+	bad = bad || c.Mode != ModeNone || c.Permits != 0
 	if bad {
 		return fmt.Errorf("%w: malformed %s", ErrBadEntry, c.Op)
 	}
@@ -652,6 +737,15 @@ func (c Command) encodedLen() int {
 		n += uvarintLen(uint64(len(c.Waiters)))
 		for _, w := range c.Waiters {
 			n += stringLen(w.Key) + stringLen(w.Owner) + uvarintLen(w.TTL) + uvarintLen(w.Session) + stringLen(w.Value)
+		}
+	}
+	if c.hasSharedPart() {
+		n += 1 + uvarintLen(c.Permits)
+		if c.Waiter != nil {
+			n += 1 + uvarintLen(c.Waiter.Permits)
+		}
+		for _, w := range c.Waiters {
+			n += 1 + uvarintLen(w.Permits)
 		}
 	}
 	return n
@@ -844,4 +938,30 @@ func (d *decoder) bytes(limit uint64) string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
+}
+
+// validateShared checks the shared part: a mode only on an acquire (and on
+// waiters), permits exactly with ModePermit, and no Redis semantics.
+func (c *Command) validateShared() error {
+	if c.Mode != ModeNone && (c.Op != OpAcquire || c.Redis) {
+		return fmt.Errorf("%w: mode on a %s, or with the Redis flag", ErrBadEntry, c.Op)
+	}
+	if err := validMode(c.Mode, c.Permits); err != nil {
+		return err
+	}
+	if c.Waiter != nil {
+		return validMode(c.Waiter.Mode, c.Waiter.Permits)
+	}
+	return nil
+}
+
+// validMode checks a mode and its permits.
+func validMode(m Mode, permits uint64) error {
+	switch {
+	case m > ModePermit:
+		return fmt.Errorf("%w: unknown mode %d", ErrBadEntry, m)
+	case (m == ModePermit) != (permits != 0):
+		return fmt.Errorf("%w: %d permits with mode %s", ErrBadEntry, permits, m)
+	}
+	return nil
 }

@@ -96,39 +96,65 @@ func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op,
 	delete(t.sessions, s.ID)
 	waiters := c.Waiters
 	used := uint64(0) // positions the hand-offs took
-	subs := make([]Result, len(keys))
-	cmds := make([]Command, len(keys))
-	r.Sub = make([]*Result, len(keys))
-	for i, k := range keys {
+	r.Sub = make([]*Result, 0, len(keys))
+	for _, k := range keys {
 		l := t.locks[k]
-		if l == nil || l.Session != s.ID {
+		// The leases to free: the lock, or the session's holders of a
+		// shared key, each with a result of its own.
+		var freed []*Lease
+		var holders []*Holder
+		switch {
+		case l != nil && l.Kind == KindShared:
+			for _, h := range l.Shared.Holders {
+				if h.Session == s.ID {
+					holders = append(holders, h)
+				}
+			}
+		case l != nil && l.Session == s.ID:
+			freed = append(freed, l)
+		}
+		if len(freed)+len(holders) == 0 {
 			panic(fmt.Sprintf("fsm: session %d lists key %q, which it does not hold", s.ID, k))
 		}
-		cmds[i] = Command{Op: op, Key: k, Owner: l.Owner, Session: s.ID}
+		for _, h := range holders {
+			freed = append(freed, t.freeHolder(k, l, h, false))
+		}
+		if l.Kind != KindShared {
+			delete(t.locks, k)
+		}
 		for len(waiters) > 0 && waiters[0].Key < k {
 			waiters = waiters[1:]
 		}
+		var w *Waiter
 		if len(waiters) > 0 && waiters[0].Key == k {
-			w := waiters[0].Waiter
-			cmds[i].Waiter = &w
+			wc := waiters[0].Waiter
+			w = &wc
 		}
-		sub := &subs[i]
-		sub.Cmd, sub.Code = &cmds[i], code
-		delete(t.locks, k)
-		sub.Freed = l
-		if op == OpRelease {
-			t.remember(k, l.Owner, l.Token, pos)
-		}
-		if w := cmds[i].Waiter; w != nil {
-			if sub.Waiter = t.handOff(k, w, pos+used); sub.Waiter == WaiterGranted {
-				used++
+		for i, f := range freed {
+			cmd := &Command{Op: op, Key: k, Owner: f.Owner, Session: s.ID}
+			sub := &Result{Cmd: cmd, Code: code, Freed: f}
+			if i < len(holders) {
+				sub.Holder = holders[i]
 			}
+			if op == OpRelease && l.Kind != KindShared {
+				t.remember(k, f.Owner, f.Token, pos)
+			}
+			if i == len(freed)-1 && w != nil {
+				cmd.Waiter = w
+				if sub.Waiter = t.handOff(k, w, pos+used); sub.Waiter == WaiterGranted {
+					used++
+					if nl := t.locks[k]; w.Mode != ModeNone && nl != nil {
+						sub.Holder = nl.Shared.byOwner(w.Owner, w.Session)
+					}
+				}
+			}
+			sub.Position = pos + max(used, 1) - 1
+			if nl := t.locks[k]; nl != nil {
+				sub.Lease = *nl
+				sub.Lease.Shared = nil
+			}
+			r.Sub = append(r.Sub, sub)
 		}
-		sub.Position = pos + max(used, 1) - 1
-		if nl := t.locks[k]; nl != nil {
-			sub.Lease = *nl
-		}
-		r.Sub[i] = sub
 	}
 	t.extra = max(used, 1) - 1
 }

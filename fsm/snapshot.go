@@ -18,10 +18,10 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-// snapshotVersion 4 added each key's session and the sessions section; 3
-// each key's kind, data and last write; 2 the members section. Versions 1
-// to 3 are still read.
-const snapshotVersion byte = 4
+// snapshotVersion 5 added shared keys' holders; 4 each key's session and
+// the sessions section; 3 each key's kind, data and last write; 2 the
+// members section. Versions 1 to 4 are still read.
+const snapshotVersion byte = 5
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -70,7 +70,7 @@ func (t *Table) snapshot() *tableSnapshot {
 		s.members[id] = addr
 	}
 	for k, l := range t.locks {
-		s.locks = append(s.locks, keyedLease{key: k, Lease: *l})
+		s.locks = append(s.locks, keyedLease{key: k, Lease: l.copy()})
 	}
 	for _, ss := range t.sessions {
 		s.sessions = append(s.sessions, ss.info())
@@ -131,6 +131,9 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 		buf = binary.AppendUvarint(buf, l.Version)
 		buf = binary.AppendUvarint(buf, l.Mod)
 		buf = binary.AppendUvarint(buf, l.Session)
+		if l.Kind == KindShared {
+			buf = appendShared(buf, l.Shared)
+		}
 		if err := flush(); err != nil {
 			return err
 		}
@@ -214,7 +217,74 @@ func decodeLease(d *decoder, version byte) *Lease {
 	if version >= 4 {
 		l.Session = d.uvarint()
 	}
+	if version >= 5 && l.Kind == KindShared {
+		l.Shared = decodeShared(d)
+	}
 	return l
+}
+
+// appendShared appends a shared key's permits and holders.
+func appendShared(buf []byte, sh *Shared) []byte {
+	buf = binary.AppendUvarint(buf, sh.Permits)
+	buf = binary.AppendUvarint(buf, uint64(len(sh.Holders)))
+	for _, h := range sh.Holders {
+		buf = appendString(buf, h.Owner)
+		buf = appendValue(buf, h.Data)
+		buf = binary.AppendUvarint(buf, h.Token)
+		buf = binary.AppendUvarint(buf, h.TTL)
+		buf = binary.AppendUvarint(buf, h.Version)
+		buf = binary.AppendUvarint(buf, h.Mod)
+		buf = binary.AppendUvarint(buf, h.Session)
+		buf = append(buf, byte(h.Mode))
+		buf = binary.AppendUvarint(buf, h.Slot)
+	}
+	return buf
+}
+
+// decodeShared reads what appendShared wrote.
+func decodeShared(d *decoder) *Shared {
+	sh := &Shared{Permits: d.uvarint()}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.err = ErrShortEntry
+		return sh
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		h := &Holder{}
+		h.Lease = Lease{Kind: KindShared, Owner: d.string(), Data: d.value()}
+		h.Token, h.TTL, h.Version, h.Mod, h.Session = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+		h.Mode, h.Slot = Mode(d.byte()), d.uvarint()
+		sh.Holders = append(sh.Holders, h)
+	}
+	return sh
+}
+
+// validShared reports whether shared key l, restored at position pos with
+// largest token maxToken, is one the table could have made: holders in
+// increasing token order, of one kind (readers, or one writer alone, or
+// permits in distinct slots below Permits), each with an owner and a TTL or
+// a session, none later than pos.
+func validShared(l *Lease, pos, maxToken uint64) bool {
+	sh := l.Shared
+	if sh == nil || len(sh.Holders) == 0 || l.Owner != "" || l.Data != "" || l.TTL != 0 || l.Session != 0 ||
+		sh.Permits != 0 && uint64(len(sh.Holders)) > sh.Permits {
+		return false
+	}
+	slots := make(map[uint64]bool)
+	var last uint64
+	for _, h := range sh.Holders {
+		mode := h.Mode == ModeRead || h.Mode == ModeWrite && len(sh.Holders) == 1
+		if sh.Permits != 0 {
+			mode = h.Mode == ModePermit && h.Slot < sh.Permits && !slots[h.Slot]
+			slots[h.Slot] = true
+		}
+		if !mode || h.Mode != ModePermit && h.Slot != 0 || h.Owner == "" || h.Token <= last || h.Token > maxToken ||
+			h.Mod > pos || (h.Session != 0) == (h.TTL != 0) || h.Session == 0 && h.Data != "" {
+			return false
+		}
+		last = h.Token
+	}
+	return true
 }
 
 func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
@@ -249,7 +319,8 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		l := decodeLease(&d, version)
 		if d.err == nil {
 			if _, dup := t.locks[key]; dup || key == "" || l.Token > t.maxToken || l.Mod > t.floor+t.lastIndex ||
-				!l.Kind.valid() || version < 3 && l.Owner == "" || l.Kind == KindString && l.Data != "" && l.Session == 0 || l.Kind != KindString && l.Owner != "" ||
+				l.Kind == KindShared && !validShared(l, t.floor+t.lastIndex, t.maxToken) ||
+				!l.Kind.valid() && !(version >= 5 && l.Kind == KindShared) || version < 3 && l.Owner == "" || l.Kind == KindString && l.Data != "" && l.Session == 0 || l.Kind != KindString && l.Owner != "" ||
 				l.Session != 0 && (l.Kind != KindString || l.TTL != 0) {
 				return nil, fmt.Errorf("%w: bad lease for key %q", ErrBadSnapshot, key)
 			}
@@ -304,6 +375,18 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		}
 	}
 	for key, l := range t.locks {
+		if l.Kind == KindShared && d.err == nil {
+			for _, h := range l.Shared.Holders {
+				if h.Session == 0 {
+					continue
+				}
+				s := t.sessions[h.Session]
+				if s == nil {
+					return nil, fmt.Errorf("%w: key %q held under session %d, which is not open", ErrBadSnapshot, key, h.Session)
+				}
+				s.keys[key] = struct{}{}
+			}
+		}
 		if l.Session == 0 || d.err != nil {
 			continue
 		}

@@ -41,6 +41,9 @@ const (
 	KindZSet Kind = 2
 	KindList Kind = 3
 	KindSet  Kind = 4
+	// KindShared: a read-write lock or a semaphore, whose holders are in
+	// Lease.Shared. Only shared acquires make one; a put cannot.
+	KindShared Kind = 5
 )
 
 // HasToken reports whether keys of kind k get a fencing token: a string when
@@ -75,6 +78,8 @@ type Lease struct {
 	// clears it when it grants or renews (0: not timed yet); snapshots and
 	// the state hash leave it out.
 	Deadline int64
+	// Shared holds a shared key's holders (KindShared); nil otherwise.
+	Shared *Shared
 }
 
 // Ref names the lease for an expire or revoke.
@@ -127,13 +132,17 @@ const (
 	Closed
 	// Proclaimed: the holder set its lock's value.
 	Proclaimed
+	// Mismatch: a shared acquire found a key of another kind (a plain
+	// lock or value, the other kind of shared lock, a semaphore with
+	// another number of permits); nothing changed.
+	Mismatch
 )
 
 var codeNames = [...]string{Granted: "granted", Renewed: "renewed", Held: "held",
 	Refused: "refused", Extended: "extended", NotHolder: "not-holder",
 	Released: "released", AlreadyReleased: "already-released", Expired: "expired",
 	Revoked: "revoked", Stale: "stale", Recorded: "recorded", Applied: "applied", Conflict: "conflict", Written: "written",
-	NoSession: "no-session", Opened: "opened", Closed: "closed", Proclaimed: "proclaimed"}
+	NoSession: "no-session", Opened: "opened", Closed: "closed", Proclaimed: "proclaimed", Mismatch: "mismatch"}
 
 // String names the outcome.
 func (c Code) String() string {
@@ -182,6 +191,9 @@ type Result struct {
 	// Taken is a renewed session's count of locks taken from it (see
 	// Session.Taken).
 	Taken uint64
+	// Holder is, for a command on a shared key, the holder it granted,
+	// renewed, downgraded or freed (or the waiter's hand-off granted).
+	Holder *Holder
 }
 
 // released is a remembered release.
@@ -358,6 +370,10 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		return
 	}
 	cur := t.locks[c.Key]
+	if c.Mode != ModeNone || cur != nil && cur.Kind == KindShared && c.Op != OpPut {
+		t.applyShared(r, pos, c, cur)
+		return
+	}
 
 	// An acquire or extend may first end a lease that the leader saw run out.
 	if c.Lease != nil && (c.Op == OpAcquire || c.Op == OpExtend) && cur != nil && cur.Ref() == *c.Lease {
@@ -464,6 +480,9 @@ func (l *Lease) holds(owner string, session uint64) bool {
 // handOff grants key, if it is free, to waiter w at pos, unless w's release
 // of the key is remembered or w's session is not open.
 func (t *Table) handOff(key string, w *Waiter, pos uint64) WaiterOutcome {
+	if w.Mode != ModeNone {
+		return t.handOffShared(key, w, pos)
+	}
 	switch {
 	case t.locks[key] != nil:
 		return WaiterNone
@@ -586,6 +605,16 @@ func (t *Table) release(key string, l *Lease) *Lease { return t.drop(key, l, fal
 // drop deletes key, whose lease is l, and takes it out of its session, if
 // any, counting it as taken from the session if taken is set.
 func (t *Table) drop(key string, l *Lease, taken bool) *Lease {
+	if l.Kind == KindShared {
+		for _, h := range l.Shared.Holders {
+			if s := t.sessions[h.Session]; h.Session != 0 && s != nil {
+				delete(s.keys, key)
+				if taken {
+					s.Taken++
+				}
+			}
+		}
+	}
 	delete(t.locks, key)
 	if s := t.sessions[l.Session]; l.Session != 0 && s != nil {
 		delete(s.keys, key)
@@ -650,7 +679,7 @@ func (t *Table) Get(key string) (Lease, bool) {
 	if !ok {
 		return Lease{}, false
 	}
-	return *l, true
+	return l.copy(), true
 }
 
 // SetDeadline records the node-local deadline of key's lease if it is still
@@ -659,6 +688,13 @@ func (t *Table) SetDeadline(key string, ref LeaseRef, deadline int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.locks[key]
+	if ok && l.Kind == KindShared {
+		if h := l.Shared.byRef(ref); h != nil {
+			h.Deadline = deadline
+			return true
+		}
+		return false
+	}
 	if !ok || l.Ref() != ref {
 		return false
 	}
@@ -668,10 +704,18 @@ func (t *Table) SetDeadline(key string, ref LeaseRef, deadline int64) bool {
 
 // SetDeadlines sets every lease's node-local deadline to what fn returns for
 // it, while holding the table's lock: fn must not call back into the table.
+// A shared key's holders are each a lease of their own (fn gets the holder's
+// Lease); the shared key itself is not timed.
 func (t *Table) SetDeadlines(fn func(key string, l Lease) int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, l := range t.locks {
+		if l.Kind == KindShared {
+			for _, h := range l.Shared.Holders {
+				h.Deadline = fn(k, h.Lease)
+			}
+			continue
+		}
 		l.Deadline = fn(k, *l)
 	}
 }
@@ -682,7 +726,7 @@ func (t *Table) Range(fn func(key string, l Lease)) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	for k, l := range t.locks {
-		fn(k, *l)
+		fn(k, l.copy())
 	}
 }
 
