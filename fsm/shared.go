@@ -107,6 +107,27 @@ func Compatible(l Lease, held bool, m Mode, permits uint64) bool {
 	}
 }
 
+// Admits reports whether the held key l would take waiter w now: a shared
+// key of w's kind whose holders let w join (and w not among them). A plain
+// lock or value takes no waiter while held.
+func (l *Lease) Admits(w Waiter) bool {
+	return w.Mode != ModeNone && l.Kind == KindShared && l.Shared.kindOf(w.Mode, w.Permits) &&
+		l.Shared.byOwner(w.Owner, w.Session) == nil && l.Shared.fits(w.Mode)
+}
+
+// HolderOf reports whether owner holds the shared key l under session.
+func (l *Lease) HolderOf(owner string, session uint64) bool {
+	return l.Shared != nil && l.Shared.byOwner(owner, session) != nil
+}
+
+// Holder returns owner's holder of the shared key l under session, or nil.
+func (l *Lease) Holder(owner string, session uint64) *Holder {
+	if l.Shared == nil {
+		return nil
+	}
+	return l.Shared.byOwner(owner, session)
+}
+
 // applyShared applies a command to a shared key, or a shared acquire to
 // any key. A mode on a key of another kind, or a semaphore's acquire with
 // another number of permits, is Mismatch and changes nothing.
@@ -130,7 +151,13 @@ func (t *Table) applyShared(r *Result, pos uint64, c *Command, cur *Lease) {
 			r.Code, r.Holder = t.admit(key, Waiter{Owner: c.Owner, TTL: c.TTL, Session: c.Session, Value: c.Data, Mode: c.Mode, Permits: c.Permits}, pos)
 		}
 	case OpExtend:
-		if h := cur.Shared.byOwner(c.Owner, 0); h != nil {
+		if c.Lease != nil {
+			// The holder ran out on the leader: it ends, not renews.
+			if h := cur.Shared.byRef(*c.Lease); h != nil {
+				r.Freed = t.freeHolder(key, cur, h, true)
+			}
+		}
+		if h := cur.Holder(c.Owner, 0); h != nil && t.locks[key] != nil {
 			h.TTL, h.Version, h.Mod, h.Deadline = c.TTL, pos, pos, 0
 			cur.Mod = pos
 			r.Code, r.Holder = Extended, h
@@ -173,9 +200,7 @@ func (t *Table) applyShared(r *Result, pos uint64, c *Command, cur *Lease) {
 		r.Code = NotHolder
 	}
 	if c.Waiter != nil {
-		if r.Waiter = t.handOff(key, c.Waiter, pos); r.Waiter == WaiterGranted && c.Waiter.Mode != ModeNone {
-			r.Holder = t.locks[key].Shared.byOwner(c.Waiter.Owner, c.Waiter.Session)
-		}
+		r.Waiter = t.handOff(key, c.Waiter, pos)
 	}
 	if c.Op == OpGrant {
 		switch r.Waiter {
@@ -187,10 +212,7 @@ func (t *Table) applyShared(r *Result, pos uint64, c *Command, cur *Lease) {
 			r.Code = Held
 		}
 	}
-	if l := t.locks[key]; l != nil {
-		r.Lease = *l
-		r.Lease.Shared = nil // the result names its holder; the table keeps the rest
-	}
+	t.setResultLease(r, c)
 }
 
 // admit grants key to w, a shared acquire, at pos if it fits: a new
@@ -254,8 +276,7 @@ func (t *Table) addHolder(key string, l *Lease, w Waiter, pos uint64) *Holder {
 func (t *Table) handOffShared(key string, w *Waiter, pos uint64) WaiterOutcome {
 	cur := t.locks[key]
 	switch {
-	case cur != nil && (cur.Kind != KindShared || !cur.Shared.kindOf(w.Mode, w.Permits) ||
-		cur.Shared.byOwner(w.Owner, w.Session) != nil || !cur.Shared.fits(w.Mode)):
+	case cur != nil && !cur.Admits(*w):
 		return WaiterNone
 	case w.Session != 0 && t.sessions[w.Session] == nil:
 		return WaiterNoSession

@@ -466,8 +466,23 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 			r.Code = Held
 		}
 	}
-	if l := t.locks[c.Key]; l != nil {
-		r.Lease = *l
+	t.setResultLease(r, c)
+}
+
+// setResultLease sets r's Lease to c's key's after c (without a shared
+// key's holders), and, if c's waiter was granted a shared key, r's Holder to
+// its holder.
+func (t *Table) setResultLease(r *Result, c *Command) {
+	l := t.locks[c.Key]
+	if l == nil {
+		return
+	}
+	r.Lease = *l
+	if l.Shared != nil {
+		r.Lease.Shared = nil
+		if r.Waiter == WaiterGranted {
+			r.Holder = l.Shared.byOwner(c.Waiter.Owner, c.Waiter.Session)
+		}
 	}
 }
 
@@ -572,6 +587,21 @@ func keyDigest(k string) uint64 {
 }
 
 // guard returns what key holds now, as a transaction's guard names it.
+// Guard returns what key holds now, as a transaction's guard names it.
+func (t *Table) Guard(key string) Guard {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.guard(key)
+}
+
+// Remembered reports whether owner's release of key is remembered (an
+// acquire by owner is refused).
+func (t *Table) Remembered(key, owner string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.remembered(key, owner)
+}
+
 func (t *Table) guard(key string) Guard {
 	g := Guard{Key: key}
 	if l := t.locks[key]; l != nil {
@@ -700,6 +730,25 @@ func (t *Table) SetDeadline(key string, ref LeaseRef, deadline int64) bool {
 	}
 	l.Deadline = deadline
 	return true
+}
+
+// Deadline returns the node-local deadline of key's lease ref names (a
+// plain lock's, or a shared key's holder's), and whether ref names a
+// current lease.
+func (t *Table) Deadline(key string, ref LeaseRef) (int64, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l, ok := t.locks[key]
+	switch {
+	case !ok:
+		return 0, false
+	case l.Kind == KindShared:
+		if h := l.Shared.byRef(ref); h != nil {
+			return h.Deadline, true
+		}
+		return 0, false
+	}
+	return l.Deadline, l.Ref() == ref
 }
 
 // SetDeadlines sets every lease's node-local deadline to what fn returns for

@@ -174,9 +174,11 @@ func (g *grants) headWaiter(key string) *fsm.Waiter {
 }
 
 func (g *grants) headWaiterLocked(key string) *fsm.Waiter {
-	if w := g.waits.head(key); w != nil {
-		return &fsm.Waiter{Owner: w.owner, TTL: w.ttl, Session: w.session, Value: w.value}
+	if w := g.waits.head(key); w != nil && w.keys == nil {
+		return &fsm.Waiter{Owner: w.owner, TTL: w.ttl, Session: w.session, Value: w.value, Mode: w.mode, Permits: w.permits}
 	}
+	// None, or a multi-key acquire, which no entry of one key can grant
+	// (grantHeadLocked wakes it).
 	return nil
 }
 
@@ -204,13 +206,22 @@ func (g *grants) sessionWaitersLocked(id uint64) []fsm.KeyWaiter {
 	return out
 }
 
-// expired returns the ref of key's lease if it has run out on this leader
+// expired returns the ref of key's lease (of owner's holder of a shared
+// key) if it has run out on this leader
 // (its Expire not yet committed), with the head waiter the expiry hands the
 // key to; nil if the key is free or its lease runs.
-func (g *grants) expired(key string) (*fsm.LeaseRef, *fsm.Waiter) {
+func (g *grants) expired(key, owner string) (*fsm.LeaseRef, *fsm.Waiter) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	l, held := g.table.Get(key)
+	if held && l.Kind == fsm.KindShared {
+		// A shared key's lease is its holder's: owner's.
+		h := l.Holder(owner, 0)
+		if h == nil {
+			return nil, nil
+		}
+		l = h.Lease
+	}
 	if !held || g.leases.remaining(l, time.Now()) > 0 {
 		return nil, nil
 	}
@@ -350,13 +361,7 @@ func (g *grants) sessionAppliedLocked(r *fsm.Result) {
 		// rather than when their key is next freed. A free key whose
 		// queue they headed goes to the next waiter.
 		for _, key := range g.waits.failSession(r.Cmd.Session, ErrNoSession) {
-			if _, held := g.table.Get(key); held || g.granting[key] || !g.readyLocked() {
-				continue
-			}
-			if w := g.headWaiterLocked(key); w != nil {
-				g.granting[key] = true
-				g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
-			}
+			g.grantHeadLocked(key)
 		}
 	}
 }
@@ -373,10 +378,10 @@ func (g *grants) sessionRemainingLocked(id uint64, now time.Time) (time.Duration
 
 // appliedLocked updates lease timers, quotas and waiters after an entry.
 func (g *grants) appliedLocked(r *fsm.Result) {
-	g.quotas.applied(r)
+	g.quotas.applied(r, g.table)
 	key := r.Cmd.Key
 	if r.Freed != nil {
-		g.leases.drop(key, r.Freed.Token)
+		g.leases.drop(key, r.Freed)
 	}
 	switch {
 	case r.Code == fsm.Written:
@@ -389,35 +394,61 @@ func (g *grants) appliedLocked(r *fsm.Result) {
 		default:
 			g.leases.set(key, r.Lease, time.Now())
 		}
-		g.kickIfSoonerLocked(key)
+		g.kickIfSoonerLocked(key, r.Lease.Ref())
 	case r.Waiter == fsm.WaiterGranted,
 		r.Code == fsm.Granted, r.Code == fsm.Renewed, r.Code == fsm.Extended:
 		// (The skip-lease-restart fault also stops followers from timing
 		// leases, so that a new leader that skips the restart inherits no
 		// deadlines at all and frees leases early, as the bug would.)
-		if g.ready || !faultActive("skip-lease-restart") {
-			g.leases.set(key, r.Lease, time.Now())
+		// A shared key's grant is its holder's lease.
+		timed := r.Lease
+		if r.Holder != nil {
+			timed = r.Holder.Lease
 		}
-		g.kickIfSoonerLocked(key)
+		if g.ready || !faultActive("skip-lease-restart") {
+			g.leases.set(key, timed, time.Now())
+		}
+		g.kickIfSoonerLocked(key, timed.Ref())
 	}
 	if r.Cmd.Waiter != nil {
 		g.answerWaiterLocked(r)
 	}
-	if r.Lease.Token == 0 && !g.granting[key] && g.readyLocked() {
-		if w := g.headWaiterLocked(key); w != nil {
-			// The key is free but someone waits: the entry that freed it was
-			// proposed before the waiter queued (or was a session's end
-			// that carried no waiter for it). Hand it over now.
-			g.granting[key] = true
-			g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
-		}
+	// The key is free, or a shared key whose holders would let its first
+	// waiter join, but someone waits: the entry that freed it was proposed
+	// before the waiter queued (or was a session's end that carried no
+	// waiter for it, or handed a read-write lock to the first of several
+	// readers). Hand it over now.
+	if r.Lease.Token == 0 || r.Lease.Kind == fsm.KindShared {
+		g.grantHeadLocked(key)
 	}
 }
 
-// kickIfSoonerLocked wakes the expiry loop if key's new deadline comes
-// before the loop's next wake-up.
-func (g *grants) kickIfSoonerLocked(key string) {
-	if d, ok := g.leases.deadline(key); ok && g.ready && d.Before(g.armed) {
+// grantHeadLocked proposes the grant of key to its first waiter if the key
+// would take it now (free, or a shared key it may join) and no grant of
+// key is in flight, on a ready leader.
+func (g *grants) grantHeadLocked(key string) {
+	if g.granting[key] || !g.readyLocked() {
+		return
+	}
+	if h := g.waits.head(key); h != nil && h.keys != nil {
+		g.wakeManyLocked(h)
+		return
+	}
+	w := g.headWaiterLocked(key)
+	if w == nil {
+		return
+	}
+	if l, held := g.table.Get(key); held && !l.Admits(*w) {
+		return
+	}
+	g.granting[key] = true
+	g.propose(fsm.Command{Op: fsm.OpGrant, Key: key, Waiter: w})
+}
+
+// kickIfSoonerLocked wakes the expiry loop if the new deadline of key's
+// lease ref comes before the loop's next wake-up.
+func (g *grants) kickIfSoonerLocked(key string, ref fsm.LeaseRef) {
+	if d, ok := g.leases.deadline(key, ref); ok && g.ready && d.Before(g.armed) {
 		g.kick()
 	}
 }
@@ -435,13 +466,14 @@ func (g *grants) answerWaiterLocked(r *fsm.Result) {
 	w := g.waits.takeFor(key, owner, r.Cmd.Waiter.Session)
 	switch r.Waiter {
 	case fsm.WaiterGranted:
+		gr := grantOf(r)
 		if w != nil {
 			g.grantedWaiter = true
-			w.answer(waitOutcome{granted: true, grant: Grant{Token: r.Lease.Token, TTL: time.Duration(r.Lease.TTL) * time.Millisecond}})
+			w.answer(waitOutcome{granted: true, grant: gr})
 		} else {
 			// Its waiter has gone, or another session's took its place
 			// (which a grant under this one is not for).
-			g.abandonedLocked(ownerKey{key, owner}, r.Lease.Token)
+			g.abandonedLocked(ownerKey{key, owner}, gr.Token)
 		}
 	case fsm.WaiterRefused:
 		if w != nil {
@@ -484,6 +516,16 @@ func (g *grants) revokeUndeliveredLocked(ok ownerKey, token uint64) {
 		return
 	}
 	l, held := g.table.Get(ok.key)
+	if held && l.Kind == fsm.KindShared {
+		// The holder with that token, if it is still there.
+		holders := l.Shared.Holders
+		l, held = fsm.Lease{}, false
+		for _, h := range holders {
+			if h.Token == token {
+				l, held = h.Lease, true
+			}
+		}
+	}
 	if !held || l.Owner != ok.owner || l.Token != token {
 		return
 	}
@@ -554,6 +596,9 @@ func (g *grants) plan(a acquireReq, waits bool) acquireStep {
 		// wait on a node nothing grants on.
 		return acquireStep{act: actNotReady}
 	}
+	if a.mode != fsm.ModeNone {
+		return g.planSharedLocked(a, waits)
+	}
 	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: owner, TTL: ttl, Redis: a.redis, Session: a.session, Data: a.value}
 	l, held := g.table.Get(key)
 	if held && l.Kind != fsm.KindString {
@@ -576,7 +621,10 @@ func (g *grants) plan(a acquireReq, waits bool) acquireStep {
 		if waits {
 			return acquireStep{act: actQueue, waiter: g.enqueueLocked(a)}
 		}
-		if expired {
+		if expired || !held {
+			// The key is free (or as good as) but kept for its first
+			// waiter: a grant to it is in flight, or a multi-key
+			// acquire waits for its other keys.
 			return acquireStep{act: actRefuse}
 		}
 	case expired:
@@ -597,7 +645,12 @@ func (g *grants) plan(a acquireReq, waits bool) acquireStep {
 func (g *grants) queueBehind(a acquireReq) *waiter {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if l, held := g.table.Get(a.key); held && !(l.Owner == a.owner && l.Session == a.session) && g.readyLocked() {
+	l, held := g.table.Get(a.key)
+	if !held || !g.readyLocked() {
+		return nil
+	}
+	if a.mode != fsm.ModeNone && l.Kind == fsm.KindShared && !l.HolderOf(a.owner, a.session) ||
+		a.mode == fsm.ModeNone && !(l.Owner == a.owner && l.Session == a.session) {
 		return g.enqueueLocked(a)
 	}
 	return nil
@@ -610,15 +663,19 @@ type acquireReq struct {
 	session    uint64 // zero: none
 	value      string // the lock's value under a session
 	redis      bool
+	// mode and permits make it a shared acquire (fsm.Command.Mode).
+	mode    fsm.Mode
+	permits uint64
 }
 
 func (g *grants) enqueueLocked(a acquireReq) *waiter {
-	w := &waiter{key: a.key, owner: a.owner, ttl: a.ttl, session: a.session, value: a.value, done: make(chan waitOutcome, 1)}
+	w := &waiter{key: a.key, owner: a.owner, ttl: a.ttl, session: a.session, value: a.value,
+		mode: a.mode, permits: a.permits, done: make(chan waitOutcome, 1)}
 	g.waits.add(w)
-	if _, held := g.table.Get(a.key); !held && !g.granting[a.key] && g.waits.head(a.key) == w {
-		// Freed between our look and now: hand it over.
-		g.granting[a.key] = true
-		g.propose(fsm.Command{Op: fsm.OpGrant, Key: a.key, Waiter: &fsm.Waiter{Owner: a.owner, TTL: a.ttl, Session: a.session, Value: a.value}})
+	if g.waits.head(a.key) == w {
+		// Freed (or, for a shared key, room made) between our look and
+		// now: hand it over.
+		g.grantHeadLocked(a.key)
 	}
 	return w
 }

@@ -30,14 +30,21 @@ type lessor struct {
 	clock    leaseClock
 	table    *fsm.Table
 	queue    deadlineHeap
-	expiring map[string]fsm.LeaseRef // leases with an Expire in flight
+	expiring map[leaseID]fsm.LeaseRef // leases with an Expire in flight
+}
+
+// leaseID names one lease of a key: a plain lock's, or one holder's of a
+// shared key (each has a token of its own).
+type leaseID struct {
+	key   string
+	token uint64
 }
 
 // forever is what remaining answers for a key that has no TTL.
 const forever = time.Duration(1<<63 - 1)
 
 func newLessor(table *fsm.Table) *lessor {
-	return &lessor{epoch: time.Now(), clock: newLeaseClock(), table: table, expiring: make(map[string]fsm.LeaseRef)}
+	return &lessor{epoch: time.Now(), clock: newLeaseClock(), table: table, expiring: make(map[leaseID]fsm.LeaseRef)}
 }
 
 // mono returns the lease clock's reading at t: nanoseconds since the epoch.
@@ -61,7 +68,7 @@ func (ls *lessor) keep(key string, ref fsm.LeaseRef, d int64) {
 	if !ls.table.SetDeadline(key, ref, d) {
 		return // no longer the key's lease
 	}
-	delete(ls.expiring, key)
+	delete(ls.expiring, leaseID{key, ref.Token})
 	heap.Push(&ls.queue, deadlineItem{key: key, ref: ref, deadline: d})
 	if len(ls.queue) > 2*ls.table.Len()+1024 {
 		ls.compact()
@@ -71,8 +78,8 @@ func (ls *lessor) keep(key string, ref fsm.LeaseRef, d int64) {
 // current reports whether it is the heap entry of key's current lease and
 // deadline.
 func (ls *lessor) current(it deadlineItem) bool {
-	l, ok := ls.table.Get(it.key)
-	return ok && l.Ref() == it.ref && l.Deadline == it.deadline
+	d, ok := ls.table.Deadline(it.key, it.ref)
+	return ok && d == it.deadline
 }
 
 // compact drops the heap entries of renewed or freed leases. Only a leader
@@ -90,10 +97,14 @@ func (ls *lessor) compact() {
 	heap.Init(&ls.queue)
 }
 
-// drop forgets key's lease if it is the one with token.
-func (ls *lessor) drop(key string, token uint64) {
-	if ref, ok := ls.expiring[key]; ok && ref.Token == token {
-		delete(ls.expiring, key)
+// drop forgets key's lease l, freed, and for a whole shared key its
+// holders' leases.
+func (ls *lessor) drop(key string, l *fsm.Lease) {
+	delete(ls.expiring, leaseID{key, l.Token})
+	if l.Shared != nil {
+		for _, h := range l.Shared.Holders {
+			delete(ls.expiring, leaseID{key, h.Token})
+		}
 	}
 }
 
@@ -110,15 +121,15 @@ func (ls *lessor) remaining(l fsm.Lease, now time.Time) time.Duration {
 	return time.Duration(l.Deadline - ls.mono(now))
 }
 
-// deadline returns when key's current lease runs out, if it is timed.
-func (ls *lessor) deadline(key string) (time.Time, bool) {
-	l, ok := ls.table.Get(key)
-	return ls.at(l.Deadline), ok && l.Deadline != 0
+// deadline returns when key's lease ref runs out, if it is current and timed.
+func (ls *lessor) deadline(key string, ref fsm.LeaseRef) (time.Time, bool) {
+	d, ok := ls.table.Deadline(key, ref)
+	return ls.at(d), ok && d != 0
 }
 
 // restartAll gives every lease in the table its full TTL from now.
 func (ls *lessor) restartAll(now time.Time) {
-	ls.expiring = make(map[string]fsm.LeaseRef)
+	ls.expiring = make(map[leaseID]fsm.LeaseRef)
 	ls.queue = make(deadlineHeap, 0, ls.table.Len())
 	m := ls.mono(now)
 	ls.table.SetDeadlines(func(key string, l fsm.Lease) int64 {
@@ -136,7 +147,7 @@ func (ls *lessor) restartAll(now time.Time) {
 func (ls *lessor) next() (time.Time, bool) {
 	for len(ls.queue) > 0 {
 		it := ls.queue[0]
-		if _, busy := ls.expiring[it.key]; ls.current(it) && !busy {
+		if _, busy := ls.expiring[leaseID{it.key, it.ref.Token}]; ls.current(it) && !busy {
 			return ls.at(it.deadline), true
 		}
 		heap.Pop(&ls.queue) // stale: renewed, freed, or already expiring
@@ -153,21 +164,22 @@ func (ls *lessor) due(now time.Time) []dueLease {
 			return out
 		}
 		it := heap.Pop(&ls.queue).(deadlineItem)
-		ls.expiring[it.key] = it.ref
+		ls.expiring[leaseID{it.key, it.ref.Token}] = it.ref
 		out = append(out, dueLease{key: it.key, ref: it.ref})
 	}
 }
 
 // retry puts back a lease whose Expire was not committed.
 func (ls *lessor) retry(key string, ref fsm.LeaseRef, now time.Time) {
-	if busy, ok := ls.expiring[key]; !ok || busy != ref {
+	id := leaseID{key, ref.Token}
+	if busy, ok := ls.expiring[id]; !ok || busy != ref {
 		return
 	}
 	d := ls.mono(now)
 	if !ls.table.SetDeadline(key, ref, d) {
 		return
 	}
-	delete(ls.expiring, key)
+	delete(ls.expiring, id)
 	heap.Push(&ls.queue, deadlineItem{key: key, ref: ref, deadline: d})
 }
 

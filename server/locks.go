@@ -8,10 +8,21 @@ import (
 	"github.com/fencerlock/fencer/fsm"
 )
 
-// Grant is a lease granted to an owner: its fencing token and its TTL.
+// Grant is a lease granted to an owner: its fencing token and its TTL, and
+// for a semaphore's permit its slot.
 type Grant struct {
 	Token uint64
 	TTL   time.Duration
+	Slot  int
+}
+
+// grantOf returns the grant an applied entry made: a plain lock's lease, or
+// a shared key's holder (the acquire's, or its waiter's).
+func grantOf(r *fsm.Result) Grant {
+	if h := r.Holder; h != nil {
+		return Grant{Token: h.Token, TTL: time.Duration(h.TTL) * time.Millisecond, Slot: int(h.Slot)}
+	}
+	return Grant{Token: r.Lease.Token, TTL: time.Duration(r.Lease.TTL) * time.Millisecond}
 }
 
 // Status describes the current grant of a held lock.
@@ -98,7 +109,13 @@ func (n *Node) acquire(ctx context.Context, a acquireReq, ttl, wait time.Duratio
 		}
 		switch r.Code {
 		case fsm.Granted, fsm.Renewed:
-			return Grant{Token: r.Lease.Token, TTL: ttl}, true, nil
+			gr := grantOf(r)
+			gr.TTL = ttl
+			return gr, true, nil
+		case fsm.Mismatch:
+			// The key changed kind since plan looked: ask again, to
+			// answer what it is now.
+			continue
 		case fsm.Refused:
 			return Grant{}, false, nil
 		case fsm.NoSession:
@@ -151,7 +168,7 @@ func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration)
 	}
 	c := fsm.Command{Op: fsm.OpExtend, Key: key, Owner: owner, TTL: uint64(ttl / time.Millisecond)}
 	// A lease that ran out on this leader ends in the same entry.
-	c.Lease, c.Waiter = n.grants.expired(key)
+	c.Lease, c.Waiter = n.grants.expired(key, owner)
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err

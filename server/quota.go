@@ -28,15 +28,38 @@ type Quota struct {
 type quotas struct {
 	q    []Quota
 	held []int
+	// shared are the shared keys counted: a shared key is one lock
+	// however many hold it, so its results are counted by whether the key
+	// is in the table before and after, not by grants and frees.
+	shared map[string]bool
 }
 
 func newQuotas(q []Quota) *quotas {
-	return &quotas{q: q, held: make([]int, len(q))}
+	return &quotas{q: q, held: make([]int, len(q)), shared: make(map[string]bool)}
 }
 
 // applied counts the locks r granted and freed.
-func (qs *quotas) applied(r *fsm.Result) {
+func (qs *quotas) applied(r *fsm.Result, t *fsm.Table) {
 	if len(qs.q) == 0 {
+		return
+	}
+	key := r.Cmd.Key
+	if qs.shared[key] || r.Holder != nil || r.Freed != nil && r.Freed.Kind == fsm.KindShared || r.Cmd.Mode != fsm.ModeNone {
+		if r.Freed == nil && r.Holder == nil && r.Waiter != fsm.WaiterGranted {
+			return // nothing changed
+		}
+		was := qs.shared[key] || r.Freed != nil && r.Freed.Kind != fsm.KindShared
+		l, now := t.Get(key)
+		delete(qs.shared, key)
+		if now && l.Kind == fsm.KindShared {
+			qs.shared[key] = true
+		}
+		switch {
+		case now && !was:
+			qs.add(key, 1)
+		case was && !now:
+			qs.add(key, -1)
+		}
 		return
 	}
 	delta := 0
@@ -66,7 +89,13 @@ func (qs *quotas) recount(t *fsm.Table) {
 		return
 	}
 	clear(qs.held)
-	t.Range(func(key string, _ fsm.Lease) { qs.add(key, 1) })
+	clear(qs.shared)
+	t.Range(func(key string, l fsm.Lease) {
+		qs.add(key, 1)
+		if l.Kind == fsm.KindShared {
+			qs.shared[key] = true
+		}
+	})
 }
 
 // check returns ErrLimit if taking one more lock named key would pass a

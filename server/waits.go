@@ -1,5 +1,11 @@
 package server
 
+import (
+	"slices"
+
+	"github.com/fencerlock/fencer/fsm"
+)
+
 // waitQueues holds the acquires queued on this leader, per key, in arrival
 // order. There is at most one waiter per (key, owner): a newer wait takes the
 // place of the older one, which is answered "not granted", so a client that
@@ -17,6 +23,13 @@ type waiter struct {
 	ttl        uint64 // milliseconds; zero under a session
 	session    uint64 // the session it acquires under (zero: none)
 	value      string // the lock's value under the session
+	mode       fsm.Mode
+	permits    uint64 // a semaphore's
+	// keys, for a multi-key acquire (AcquireMany), are all its keys (key
+	// is the first): the same waiter stands in each of their queues, and
+	// wake tells its acquire that it may be granted now.
+	keys       []string
+	wake       chan struct{}
 	done       chan waitOutcome
 	answered   bool
 }
@@ -35,7 +48,7 @@ func newWaitQueues() *waitQueues {
 func (q *waitQueues) add(w *waiter) {
 	line := q.byKey[w.key]
 	for i, old := range line {
-		if old.owner == w.owner {
+		if old.owner == w.owner && old.keys == nil {
 			old.answer(waitOutcome{})
 			line[i] = w
 			return
@@ -52,11 +65,34 @@ func (q *waitQueues) head(key string) *waiter {
 	return nil
 }
 
-// take removes and returns the waiter for (key, owner), or nil.
+// addMany queues the multi-key waiter m at the end of each of its keys'
+// queues.
+func (q *waitQueues) addMany(m *waiter) {
+	for _, k := range m.keys {
+		q.byKey[k] = append(q.byKey[k], m)
+	}
+}
+
+// removeMany takes the multi-key waiter m out of every queue.
+func (q *waitQueues) removeMany(m *waiter) {
+	for _, k := range m.keys {
+		line := q.byKey[k]
+		if i := slices.Index(line, m); i >= 0 {
+			line = slices.Delete(line, i, i+1)
+			if len(line) == 0 {
+				delete(q.byKey, k)
+			} else {
+				q.byKey[k] = line
+			}
+		}
+	}
+}
+
+// take removes and returns the single-key waiter for (key, owner), or nil.
 func (q *waitQueues) take(key, owner string) *waiter {
 	line := q.byKey[key]
 	for i, w := range line {
-		if w.owner == owner {
+		if w.owner == owner && w.keys == nil {
 			copy(line[i:], line[i+1:])
 			line[len(line)-1] = nil
 			line = line[:len(line)-1]
@@ -76,7 +112,7 @@ func (q *waitQueues) take(key, owner string) *waiter {
 // another session (it then stays queued).
 func (q *waitQueues) takeFor(key, owner string, session uint64) *waiter {
 	for _, x := range q.byKey[key] {
-		if x.owner == owner {
+		if x.owner == owner && x.keys == nil {
 			if x.session != session {
 				return nil
 			}

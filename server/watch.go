@@ -149,9 +149,20 @@ func eventsOf(r *fsm.Result, emit func(WatchEvent)) {
 		case fsm.Written:
 			kind = EventReleased // replaced by a value of another kind
 		}
-		emit(WatchEvent{Kind: kind, Key: key, Position: r.Position, Owner: f.Owner, Token: f.Token})
+		if f.Shared != nil {
+			// A whole shared key: each of its holders ended.
+			for _, h := range f.Shared.Holders {
+				emit(WatchEvent{Kind: kind, Key: key, Position: r.Position, Owner: h.Owner, Token: h.Token})
+			}
+		} else {
+			emit(WatchEvent{Kind: kind, Key: key, Position: r.Position, Owner: f.Owner, Token: f.Token})
+		}
 	}
-	if l := r.Lease; l.Token != 0 && newGrant(r) {
+	l := r.Lease
+	if r.Holder != nil {
+		l = r.Holder.Lease // a shared key's grant is its holder's
+	}
+	if l.Token != 0 && newGrant(r) {
 		emit(WatchEvent{Kind: EventGranted, Key: key, Position: r.Position, Owner: l.Owner, Token: l.Token, Value: sessionValue(l)})
 	}
 	if r.Code == fsm.Proclaimed {
