@@ -28,10 +28,10 @@ type waiter struct {
 	// keys, for a multi-key acquire (AcquireMany), are all its keys (key
 	// is the first): the same waiter stands in each of their queues, and
 	// wake tells its acquire that it may be granted now.
-	keys       []string
-	wake       chan struct{}
-	done       chan waitOutcome
-	answered   bool
+	keys     []string
+	wake     chan struct{}
+	done     chan waitOutcome
+	answered bool
 }
 
 type waitOutcome struct {
