@@ -250,8 +250,9 @@ func (g *sharedGen) next(t *Table) Command {
 		return c
 	case n < 96: // several keys at once: plain acquires sharing one token
 		var keys []string
+		free := rng.Intn(2) == 0 // only keys free now: the usual case
 		for _, k := range sharedKeys {
-			if rng.Intn(2) == 0 {
+			if rng.Intn(2) == 0 && (!free || t.locks[k] == nil) {
 				keys = append(keys, k)
 			}
 		}
@@ -538,8 +539,9 @@ func restored(t *testing.T, a *applier, what string) *applier {
 // entry of its own and checking every entry; at random points it restores
 // the table's snapshot into a fresh table and goes on applying every
 // command to both, which must agree after every step. It returns the
-// commands and their results.
-func sharedRun(t *testing.T, seed int64, n int, acquireWaiters bool) ([]Command, []*Result) {
+// commands and their results. Without check it only generates and applies
+// them.
+func sharedRun(t *testing.T, seed int64, n int, acquireWaiters, check bool) ([]Command, []*Result) {
 	rng := rand.New(rand.NewSource(seed))
 	g := &sharedGen{rng: rng, acquireWaiters: acquireWaiters}
 	a := newApplier()
@@ -557,6 +559,9 @@ func sharedRun(t *testing.T, seed int64, n int, acquireWaiters bool) ([]Command,
 			g.sessions = append(g.sessions, r.Position)
 		}
 		cmds, results = append(cmds, c), append(results, r)
+		if !check {
+			continue
+		}
 		chk.entry([]*Result{r})
 		if i%8 == 0 {
 			chk.notAliased()
@@ -588,8 +593,8 @@ func sharedRun(t *testing.T, seed int64, n int, acquireWaiters bool) ([]Command,
 // and it lists the key exactly while it holds some of it; a restored table
 // goes on exactly as the original.
 func TestSharedPropertyExclusionAndTokens(t *testing.T) {
-	for seed := int64(1); seed <= 120; seed++ {
-		sharedRun(t, seed, 300, false)
+	for seed := int64(1); seed <= 100; seed++ {
+		sharedRun(t, seed, 300, false, true)
 	}
 }
 
@@ -597,8 +602,8 @@ func TestSharedPropertyExclusionAndTokens(t *testing.T) {
 // random batches: every result and the table are the same as one entry
 // each, and the checks hold after every batch.
 func TestSharedBatchesActAsSeparateEntries(t *testing.T) {
-	for seed := int64(1); seed <= 60; seed++ {
-		cmds, want := sharedRun(t, seed, 300, false)
+	for seed := int64(1); seed <= 50; seed++ {
+		cmds, want := sharedRun(t, seed, 300, false, false)
 		rng := rand.New(rand.NewSource(-seed))
 		single, batched := newApplier(), newApplier()
 		for _, c := range cmds {
@@ -625,7 +630,7 @@ func TestSharedBatchesActAsSeparateEntries(t *testing.T) {
 // TestSharedDeterminism: the same entries give the same snapshot bytes.
 func TestSharedDeterminism(t *testing.T) {
 	for seed := int64(1); seed <= 30; seed++ {
-		cmds, _ := sharedRun(t, seed, 400, false)
+		cmds, _ := sharedRun(t, seed, 400, false, false)
 		a, b := newApplier(), newApplier()
 		a.t.memMax, b.t.memMax = 2, 2 // exercise forgetting
 		for _, c := range cmds {
@@ -670,9 +675,9 @@ func (c *sharedChecker) outcomes(rs []*Result, prev map[string][]Holder) {
 		switch {
 		case cmd.Op == OpAcquire && cmd.Lease != nil && len(before) > 0 && (cmd.Mode == ModeNone) == (before[0].Kind != KindShared) &&
 			has(before, func(h Holder) bool { return h.Ref() == *cmd.Lease }):
-			// The holder that ran out on the leader ends first. (Not
-			// done for an acquire of the other kind than the key's: see
-			// the report of TestSharedAcquireEndsAPlainLockThatRanOut.)
+			// The holder that ran out on the leader ends first. (Only
+			// for an acquire of the key's kind: a shared acquire on a
+			// plain lock answers Mismatch and leaves it.)
 			if has(after, func(h Holder) bool { return h.Ref() == *cmd.Lease }) {
 				c.fail("%q: acquire did not end %+v, which ran out: %+v", cmd.Key, *cmd.Lease, after)
 			}
