@@ -594,7 +594,7 @@ func sharedRun(t *testing.T, seed int64, n int, acquireWaiters, check bool) ([]C
 // goes on exactly as the original.
 func TestSharedPropertyExclusionAndTokens(t *testing.T) {
 	for seed := int64(1); seed <= 100; seed++ {
-		sharedRun(t, seed, 300, false, true)
+		sharedRun(t, seed, 300, true, true)
 	}
 }
 
@@ -603,7 +603,7 @@ func TestSharedPropertyExclusionAndTokens(t *testing.T) {
 // each, and the checks hold after every batch.
 func TestSharedBatchesActAsSeparateEntries(t *testing.T) {
 	for seed := int64(1); seed <= 50; seed++ {
-		cmds, want := sharedRun(t, seed, 300, false, false)
+		cmds, want := sharedRun(t, seed, 300, true, false)
 		rng := rand.New(rand.NewSource(-seed))
 		single, batched := newApplier(), newApplier()
 		for _, c := range cmds {
@@ -630,7 +630,7 @@ func TestSharedBatchesActAsSeparateEntries(t *testing.T) {
 // TestSharedDeterminism: the same entries give the same snapshot bytes.
 func TestSharedDeterminism(t *testing.T) {
 	for seed := int64(1); seed <= 30; seed++ {
-		cmds, _ := sharedRun(t, seed, 400, false, false)
+		cmds, _ := sharedRun(t, seed, 400, true, false)
 		a, b := newApplier(), newApplier()
 		a.t.memMax, b.t.memMax = 2, 2 // exercise forgetting
 		for _, c := range cmds {
