@@ -116,7 +116,7 @@ func (d *Draft) load(key string) {
 	m, remembered := d.src.mem[key]
 	d.src.mu.RUnlock()
 	if l != nil {
-		cp := *l
+		cp := l.copy() // a shared key's holders too: the draft applies to its own
 		d.t.locks[key] = &cp
 	}
 	if remembered {
@@ -132,7 +132,7 @@ func (d *Draft) Get(key string) (Lease, bool) {
 	if !ok {
 		return Lease{}, false
 	}
-	return *l, true
+	return l.copy(), true
 }
 
 // Remembered returns the owner whose release of key the draft has in

@@ -90,3 +90,30 @@ func TestSharedCommands(t *testing.T) {
 	_, err = do(t, c, "FENCE.MRELEASE", "me", 1, "a", "BOGUS")
 	assert.ErrorContains(t, err, "syntax error")
 }
+
+// Redis commands on a shared key answer WRONGTYPE or act on the whole key
+// (DEL revokes every holder), and never change it behind the table's back.
+func TestRedisCommandsOnSharedKeys(t *testing.T) {
+	addr, _ := startBridge(t, nil, nil)
+	c := newClient(t, addr)
+	_, err := do(t, c, "FENCE.RLOCK", "k", "r1", 10000)
+	require.NoError(t, err)
+	_, err = do(t, c, "FENCE.RLOCK", "k", "r2", 10000)
+	require.NoError(t, err)
+	_, err = do(t, c, "GET", "k")
+	assert.ErrorContains(t, err, "WRONGTYPE")
+	_, err = do(t, c, "HSET", "k", "f", "v")
+	assert.ErrorContains(t, err, "WRONGTYPE")
+	typ, err := do(t, c, "TYPE", "k")
+	require.NoError(t, err)
+	assert.Equal(t, "fencer-shared", typ)
+	hs, err := do(t, c, "FENCE.HOLDERS", "k")
+	require.NoError(t, err)
+	assert.Len(t, hs, 2, "still both readers")
+	n, err := do(t, c, "DEL", "k")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	hs, err = do(t, c, "FENCE.HOLDERS", "k")
+	require.NoError(t, err)
+	assert.Empty(t, hs)
+}

@@ -83,6 +83,8 @@ func typeName(k fsm.Kind) string {
 		return "list"
 	case fsm.KindSet:
 		return "set"
+	case fsm.KindShared:
+		return "fencer-shared" // a read-write lock or a semaphore
 	}
 	return "string"
 }
