@@ -33,6 +33,15 @@
 //     its own, so that this module does not depend on etcd's client and
 //     gRPC.
 //
+// # Read-write locks and semaphores
+//
+// Their holders hold together, each with a token of its own, so "highest
+// token wins" would refuse all but the newest. RWValidator is the rule for a
+// read-write lock: a read is admitted at or above the highest writer token,
+// a write at or above every token seen (RWMemory in process,
+// fenceredis.RWStore, fencesql.RWTokens). A semaphore is fenced per slot
+// with the plain rule, under the name SlotResource gives.
+//
 // There is no gRPC interceptor: it would make this module depend on
 // google.golang.org/grpc for a few lines that fencehttp's middleware shows
 // how to write (read the token from metadata, call Validator.Admit around

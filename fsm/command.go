@@ -564,8 +564,9 @@ func DecodeEntry(b []byte) ([]Command, error) {
 }
 
 // minEncodedLen is the fewest bytes a command takes in a batch: its length,
-// version, op, flags, key of one byte, empty owner, TTL.
-const minEncodedLen = 1 + 3 + 2 + 1 + 1
+// version, op, flags, an empty key and owner (a session's open), a TTL of
+// one byte.
+const minEncodedLen = 1 + 3 + 1 + 1 + 1
 
 // minKeyWaiterLen is the fewest bytes a session end's waiter takes: a key
 // and an owner of one byte, a TTL, a session and an empty value.

@@ -199,7 +199,10 @@ func (t *Table) applyShared(r *Result, pos uint64, c *Command, cur *Lease) {
 	default: // OpProclaim: a shared key's holders have no value to set
 		r.Code = NotHolder
 	}
-	if c.Waiter != nil {
+	// An acquire that granted took the entry's position as its token: its
+	// waiter waits for a later entry, so that every grant has a token of
+	// its own.
+	if c.Waiter != nil && !(c.Op == OpAcquire && r.Code == Granted) {
 		r.Waiter = t.handOff(key, c.Waiter, pos)
 	}
 	if c.Op == OpGrant {

@@ -220,12 +220,31 @@ func helloHasAuth(args [][]byte) bool {
 func lockKeys(name string, args [][]byte) [][]byte {
 	switch name {
 	case "fence.acquire", "fence.extend", "fence.release", "fence.revoke",
-		"fence.status", "fence.token", "fence.check", "fence.proclaim", "fence.holder", "fence.watch":
+		"fence.status", "fence.token", "fence.check", "fence.proclaim", "fence.holder", "fence.watch",
+		"fence.rlock", "fence.wlock", "fence.semacquire", "fence.holders":
 		if len(args) > 1 {
 			return args[1:2]
 		}
+	case "fence.macquire", "fence.mextend":
+		return numKeysArgs(args, 3)
+	case "fence.mrelease":
+		return numKeysArgs(args, 2)
 	}
 	return nil
+}
+
+// numKeysArgs returns the keys of a command whose numkeys is args[at], or,
+// if that is not a count the arguments hold, every argument after at (so
+// that a malformed command is checked against every name it might touch).
+func numKeysArgs(args [][]byte, at int) [][]byte {
+	if len(args) <= at {
+		return nil
+	}
+	n, err := strconv.Atoi(string(args[at]))
+	if err != nil || n < 0 || len(args) < at+1+n {
+		return args[at+1:]
+	}
+	return args[at+1 : at+1+n]
 }
 
 // userTable builds the users by name and the AUTH command the forwarder

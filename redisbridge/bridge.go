@@ -39,6 +39,13 @@ type Locker interface {
 	AcquireInSession(ctx context.Context, session uint64, key, owner, value string, wait time.Duration) (server.Grant, bool, error)
 	ReleaseInSession(ctx context.Context, session uint64, key, owner string) (bool, error)
 	Proclaim(ctx context.Context, session uint64, key, owner, value string) (bool, error)
+	// Read-write locks, semaphores and several keys at once (see
+	// server.Node.AcquireShared and AcquireMany).
+	AcquireShared(ctx context.Context, a server.SharedAcquire) (server.Grant, bool, error)
+	Holders(ctx context.Context, key string) ([]server.Holding, error)
+	AcquireMany(ctx context.Context, a server.MultiAcquire) (server.Grant, bool, error)
+	ExtendMany(ctx context.Context, keys []string, owner string, ttl time.Duration) (int, error)
+	ReleaseMany(ctx context.Context, keys []string, owner string, session uint64) (int, error)
 	ID() string
 	Leader() (id, clientAddr string)
 	Members(ctx context.Context) ([]server.Member, error)
@@ -146,35 +153,42 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		},
 	})
 	b.cmds = map[string]handler{
-		"ping":           (*Bridge).ping,
-		"quit":           (*Bridge).quit,
-		"echo":           (*Bridge).echo,
-		"hello":          (*Bridge).hello,
-		"auth":           (*Bridge).auth,
-		"select":         (*Bridge).selectDB,
-		"client":         (*Bridge).client,
-		"info":           (*Bridge).info,
-		"command":        (*Bridge).command,
-		"reset":          (*Bridge).reset,
-		"subscribe":      (*Bridge).subscribe,
-		"ssubscribe":     (*Bridge).subscribe,
-		"unsubscribe":    (*Bridge).unsubscribe,
-		"sunsubscribe":   (*Bridge).unsubscribe,
-		"publish":        (*Bridge).publish,
-		"spublish":       (*Bridge).publish,
-		"fence.acquire":  (*Bridge).acquire,
-		"fence.extend":   (*Bridge).extend,
-		"fence.release":  (*Bridge).release,
-		"fence.revoke":   (*Bridge).revoke,
-		"fence.status":   (*Bridge).status,
-		"fence.token":    (*Bridge).token,
-		"fence.check":    (*Bridge).check,
-		"fence.session":  (*Bridge).session,
-		"fence.proclaim": (*Bridge).proclaim,
-		"fence.holder":   (*Bridge).holder,
-		"fence.leader":   (*Bridge).leader,
-		"fence.watch":    (*Bridge).watch,
-		"fence.unwatch":  (*Bridge).unwatch,
+		"ping":             (*Bridge).ping,
+		"quit":             (*Bridge).quit,
+		"echo":             (*Bridge).echo,
+		"hello":            (*Bridge).hello,
+		"auth":             (*Bridge).auth,
+		"select":           (*Bridge).selectDB,
+		"client":           (*Bridge).client,
+		"info":             (*Bridge).info,
+		"command":          (*Bridge).command,
+		"reset":            (*Bridge).reset,
+		"subscribe":        (*Bridge).subscribe,
+		"ssubscribe":       (*Bridge).subscribe,
+		"unsubscribe":      (*Bridge).unsubscribe,
+		"sunsubscribe":     (*Bridge).unsubscribe,
+		"publish":          (*Bridge).publish,
+		"spublish":         (*Bridge).publish,
+		"fence.acquire":    (*Bridge).acquire,
+		"fence.extend":     (*Bridge).extend,
+		"fence.release":    (*Bridge).release,
+		"fence.revoke":     (*Bridge).revoke,
+		"fence.status":     (*Bridge).status,
+		"fence.token":      (*Bridge).token,
+		"fence.check":      (*Bridge).check,
+		"fence.session":    (*Bridge).session,
+		"fence.proclaim":   (*Bridge).proclaim,
+		"fence.holder":     (*Bridge).holder,
+		"fence.rlock":      (*Bridge).rwlock,
+		"fence.wlock":      (*Bridge).rwlock,
+		"fence.semacquire": (*Bridge).semacquire,
+		"fence.holders":    (*Bridge).holders,
+		"fence.macquire":   (*Bridge).macquire,
+		"fence.mextend":    (*Bridge).mextend,
+		"fence.mrelease":   (*Bridge).mrelease,
+		"fence.leader":     (*Bridge).leader,
+		"fence.watch":      (*Bridge).watch,
+		"fence.unwatch":    (*Bridge).unwatch,
 
 		"fence.members":   (*Bridge).members,
 		"fence.join":      (*Bridge).join,

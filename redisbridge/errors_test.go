@@ -62,6 +62,19 @@ func (f faultyLocker) ReleaseInSession(context.Context, uint64, string, string) 
 func (f faultyLocker) Proclaim(context.Context, uint64, string, string, string) (bool, error) {
 	return false, f.err
 }
+func (f faultyLocker) AcquireShared(context.Context, server.SharedAcquire) (server.Grant, bool, error) {
+	return server.Grant{}, false, f.err
+}
+func (f faultyLocker) Holders(context.Context, string) ([]server.Holding, error) { return nil, f.err }
+func (f faultyLocker) AcquireMany(context.Context, server.MultiAcquire) (server.Grant, bool, error) {
+	return server.Grant{}, false, f.err
+}
+func (f faultyLocker) ExtendMany(context.Context, []string, string, time.Duration) (int, error) {
+	return 0, f.err
+}
+func (f faultyLocker) ReleaseMany(context.Context, []string, string, uint64) (int, error) {
+	return 0, f.err
+}
 
 // serveLocker serves a bridge over l on a loopback port until the test ends
 // and returns a client of it.

@@ -60,13 +60,7 @@ func (b *Bridge) quit(r *request) {
 // acquire: FENCE.ACQUIRE key owner ttl-ms [WAIT ms] [SESSION id [VALUE v]]
 // → [token, granted-ttl-ms], or null when another owner holds the lock.
 // Under a session ttl-ms must be 0, and the reply's TTL is 0: the lock
-// lives as long as the session.
-//
-// A waiting acquire survives leader changes: if the leader holding the wait
-// is deposed (UNCERTAIN), or cannot be reached, the acquire is sent again,
-// to the new leader, with what is left of the wait. That is safe because an
-// acquire by the same owner is idempotent: a grant that did happen is
-// returned again with the same token.
+// lives as long as the session. A wait survives leader changes (runAcquire).
 func (b *Bridge) acquire(r *request) {
 	args := r.args
 	if len(args) < 4 {
@@ -78,60 +72,95 @@ func (b *Bridge) acquire(r *request) {
 		writeError(r.c, errNotInteger)
 		return
 	}
-	var wait time.Duration
-	var session uint64
-	var value []byte
-	var sessionArgs [][]byte // SESSION id [VALUE v], as sent again on a resend
-	hasWait, hasValue := false, false
-	for i := 4; i < len(args); i += 2 {
-		if i+1 >= len(args) {
-			wrongArity(r) // an option without its value
-			return
+	o, ok := parseAcquireOptions(r, args[4:], true, ttl)
+	if !ok {
+		return
+	}
+	key, owner := string(args[1]), string(args[2])
+	b.runAcquire(r, args[:4], o, false, func(ctx context.Context, wait time.Duration) (server.Grant, bool, error) {
+		if o.session != 0 {
+			return b.locker.AcquireInSession(ctx, o.session, key, owner, string(o.value), wait)
 		}
-		opt := string(args[i])
+		return b.locker.Acquire(ctx, key, owner, ttl, wait)
+	})
+}
+
+// acquireOptions are an acquire's options: [WAIT ms] [SESSION id [VALUE v]].
+type acquireOptions struct {
+	wait    time.Duration
+	session uint64
+	value   []byte
+	// sessionArgs are SESSION id [VALUE v] as sent again on a resend.
+	sessionArgs [][]byte
+}
+
+// parseAcquireOptions parses opts, answering r and reporting false if they
+// are wrong; VALUE only if withValue. ttl is the acquire's (0 under a
+// session).
+func parseAcquireOptions(r *request, opts [][]byte, withValue bool, ttl time.Duration) (acquireOptions, bool) {
+	var o acquireOptions
+	hasWait, hasValue, ok := false, false, false
+	for i := 0; i < len(opts); i += 2 {
+		if i+1 >= len(opts) {
+			wrongArity(r) // an option without its value
+			return o, false
+		}
+		opt := string(opts[i])
 		switch {
 		case strings.EqualFold(opt, "WAIT") && !hasWait:
-			if wait, ok = parseMillis(args[i+1]); !ok {
+			if o.wait, ok = parseMillis(opts[i+1]); !ok {
 				writeError(r.c, errNotInteger)
-				return
+				return o, false
 			}
 			hasWait = true
-		case strings.EqualFold(opt, "SESSION") && session == 0:
-			if session, ok = parseSession(args[i+1]); !ok {
+		case strings.EqualFold(opt, "SESSION") && o.session == 0:
+			if o.session, ok = parseSession(opts[i+1]); !ok {
 				writeError(r.c, errNotInteger)
-				return
+				return o, false
 			}
-			sessionArgs = append(sessionArgs, args[i], args[i+1])
-		case strings.EqualFold(opt, "VALUE") && !hasValue:
-			value, hasValue = args[i+1], true
-			sessionArgs = append(sessionArgs, args[i], args[i+1])
+			o.sessionArgs = append(o.sessionArgs, opts[i], opts[i+1])
+		case strings.EqualFold(opt, "VALUE") && !hasValue && withValue:
+			o.value, hasValue = opts[i+1], true
+			o.sessionArgs = append(o.sessionArgs, opts[i], opts[i+1])
 		default:
 			writeError(r.c, errSyntax)
-			return
+			return o, false
 		}
 	}
 	switch {
-	case hasValue && session == 0:
+	case hasValue && o.session == 0:
 		writeError(r.c, wire.FormatInvalidArgument("value", "only under a session (SESSION id)"))
-		return
-	case session != 0 && ttl != 0:
+		return o, false
+	case o.session != 0 && ttl != 0:
 		writeError(r.c, wire.FormatInvalidArgument("ttl", "must be 0 under a session: the lock lives as long as the session"))
-		return
+		return o, false
 	}
-	call := func(ctx context.Context, wait time.Duration) (server.Grant, bool, error) {
-		if session != 0 {
-			return b.locker.AcquireInSession(ctx, session, string(args[1]), string(args[2]), string(value), wait)
-		}
-		return b.locker.Acquire(ctx, string(args[1]), string(args[2]), ttl, wait)
+	return o, true
+}
+
+// runAcquire runs an acquire whose arguments before the options are lead
+// and whose options are o, by call, and writes its grant ([slot, token,
+// ttl] if slot, else [token, ttl]).
+//
+// A waiting acquire survives leader changes: if the leader holding the wait
+// is deposed (UNCERTAIN), or cannot be reached, the acquire is sent again,
+// to the new leader, with what is left of the wait. That is safe because an
+// acquire by the same owner is idempotent: a grant that did happen is
+// returned again with the same token.
+func (b *Bridge) runAcquire(r *request, lead [][]byte, o acquireOptions, slot bool, call func(ctx context.Context, wait time.Duration) (server.Grant, bool, error)) {
+	wait := o.wait
+	write := b.writeGrant
+	if slot {
+		write = b.writeSlotGrant
 	}
 	ctx, cancel := b.requestCtx(wait)
 	defer cancel()
-	if session != 0 && !b.sessionPermitted(ctx, r, session) {
+	if o.session != 0 && !b.sessionPermitted(ctx, r, o.session) {
 		return
 	}
 	if wait == 0 {
 		g, granted, err := call(ctx, 0)
-		b.writeGrant(ctx, r, g, granted, err)
+		write(ctx, r, g, granted, err)
 		return
 	}
 	// A client that hangs up while it waits leaves the queue.
@@ -156,7 +185,7 @@ func (b *Bridge) acquire(r *request) {
 		var nl *server.NotLeaderError
 		switch {
 		case err == nil:
-			b.writeGrant(ctx, r, g, granted, nil)
+			write(ctx, r, g, granted, nil)
 			return
 		case r.conn.forwarded:
 			// The node that forwarded this wait re-sends it itself, to
@@ -164,7 +193,8 @@ func (b *Bridge) acquire(r *request) {
 			writeErr(r.c, err)
 			return
 		case errors.As(err, &nl) && nl.LeaderAddr != "":
-			resend := append([][]byte{args[0], args[1], args[2], args[3], []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10)}, sessionArgs...)
+			resend := append(append([][]byte(nil), lead...), []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
+			resend = append(resend, o.sessionArgs...)
 			raw := resp.AppendCommand(nil, resend...)
 			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, raw)
 			code := replyCode(reply)
@@ -229,6 +259,21 @@ func (b *Bridge) writeGrant(ctx context.Context, r *request, g server.Grant, gra
 		r.null()
 	default:
 		r.c.WriteArray(2)
+		r.c.WriteUint64(g.Token)
+		r.c.WriteInt64(g.TTL.Milliseconds())
+	}
+}
+
+// writeSlotGrant writes a permit's grant: [slot, token, ttl-ms].
+func (b *Bridge) writeSlotGrant(ctx context.Context, r *request, g server.Grant, granted bool, err error) {
+	switch {
+	case err != nil:
+		b.fail(ctx, r, err)
+	case !granted:
+		r.null()
+	default:
+		r.c.WriteArray(3)
+		r.c.WriteInt64(int64(g.Slot))
 		r.c.WriteUint64(g.Token)
 		r.c.WriteInt64(g.TTL.Milliseconds())
 	}

@@ -10,7 +10,11 @@
 // key's slot as long as the key has no hash tag of its own; give keys with
 // hash tags a WithTokenKey that keeps the tag.
 //
-// Reads need no token: read with the client directly.
+// Reads need no token: read with the client directly. Data guarded by a
+// read-write lock is the exception: RWStore fences its reads (GET, HGETALL)
+// and writes (SET, HSET, DEL) under the read-write rule of
+// fence.RWValidator, each one Lua script, with the two tokens it needs in a
+// hash at the same companion key.
 //
 // The fence is only as durable as Redis: a write that Redis acknowledged and
 // then lost (a crash without AOF fsync, a failover to a replica that had not

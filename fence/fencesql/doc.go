@@ -17,6 +17,11 @@
 //     the resource's row until the transaction ends), runs any writes to any
 //     tables in it, and commits. A stale token rolls everything back.
 //
+// For data guarded by a read-write lock, RWTokens keeps two tokens per
+// resource (the read-write rule of fence.RWValidator) and admits reads and
+// writes in a transaction as Tokens does: AdmitRead and AdmitWrite, DoRead
+// and DoWrite.
+//
 // The upsert syntax is shared by PostgreSQL (9.5 and later) and SQLite
 // (3.24 and later); the Dialect says which placeholders to use.
 //

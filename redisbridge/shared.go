@@ -1,0 +1,210 @@
+package redisbridge
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/fencerlock/fencer/server"
+	"github.com/fencerlock/fencer/wire"
+)
+
+// rwlock: FENCE.RLOCK / FENCE.WLOCK key owner ttl-ms [WAIT ms] [SESSION id]
+// → [token, ttl-ms], or null: a reader or the writer of a read-write lock.
+func (b *Bridge) rwlock(r *request) {
+	mode := fsm.ModeRead
+	if strings.EqualFold(string(r.args[0]), "fence.wlock") {
+		mode = fsm.ModeWrite
+	}
+	b.sharedAcquire(r, mode, 4)
+}
+
+// semacquire: FENCE.SEMACQUIRE key owner ttl-ms permits [WAIT ms]
+// [SESSION id] → [slot, token, ttl-ms], or null: a permit of a semaphore.
+func (b *Bridge) semacquire(r *request) {
+	b.sharedAcquire(r, fsm.ModePermit, 5)
+}
+
+// sharedAcquire runs a shared acquire of mode whose options start at
+// argument lead.
+func (b *Bridge) sharedAcquire(r *request, mode fsm.Mode, lead int) {
+	args := r.args
+	if len(args) < lead {
+		wrongArity(r)
+		return
+	}
+	ttl, ok := parseMillis(args[3])
+	if !ok {
+		writeError(r.c, errNotInteger)
+		return
+	}
+	permits := 0
+	if mode == fsm.ModePermit {
+		n, err := strconv.Atoi(string(args[4]))
+		if err != nil || n < 0 {
+			writeError(r.c, errNotInteger)
+			return
+		}
+		permits = n
+	}
+	o, ok := parseAcquireOptions(r, args[lead:], false, ttl)
+	if !ok {
+		return
+	}
+	a := server.SharedAcquire{Key: string(args[1]), Owner: string(args[2]), Mode: mode, Permits: permits, TTL: ttl, Session: o.session}
+	b.runAcquire(r, args[:lead], o, mode == fsm.ModePermit, func(ctx context.Context, wait time.Duration) (server.Grant, bool, error) {
+		a.Wait = wait
+		return b.locker.AcquireShared(ctx, a)
+	})
+}
+
+// holders: FENCE.HOLDERS key → an array of [owner, token, remaining-ms,
+// session, mode, slot], one for each holder (empty if the key is free).
+func (b *Bridge) holders(r *request) {
+	if len(r.args) != 2 {
+		wrongArity(r)
+		return
+	}
+	ctx, cancel := b.requestCtx(0)
+	defer cancel()
+	hs, err := b.locker.Holders(ctx, string(r.args[1]))
+	if err != nil {
+		b.fail(ctx, r, err)
+		return
+	}
+	r.c.WriteArray(len(hs))
+	for _, h := range hs {
+		r.c.WriteArray(6)
+		r.c.WriteBulkString(h.Owner)
+		r.c.WriteUint64(h.Token)
+		r.c.WriteInt64(max(h.Remaining.Milliseconds(), 1))
+		r.c.WriteUint64(h.Session)
+		r.c.WriteBulkString(h.Mode.String())
+		r.c.WriteInt64(int64(h.Slot))
+	}
+}
+
+// multiKeys parses numkeys key [key ...] at args[at:], answering r and
+// reporting false if they are wrong; it returns the keys and the
+// arguments after them.
+func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte, ok bool) {
+	if len(args) <= at {
+		wrongArity(r)
+		return nil, nil, false
+	}
+	n, err := strconv.Atoi(string(args[at]))
+	switch {
+	case err != nil || n < 0:
+		writeError(r.c, errNotInteger)
+		return nil, nil, false
+	case n == 0 || n > server.MaxMultiKeys:
+		writeError(r.c, wire.FormatInvalidArgument("numkeys", fmt.Sprintf("%d is outside 1..%d", n, server.MaxMultiKeys)))
+		return nil, nil, false
+	case len(args) < at+1+n:
+		wrongArity(r)
+		return nil, nil, false
+	}
+	for _, k := range args[at+1 : at+1+n] {
+		keys = append(keys, string(k))
+	}
+	return keys, args[at+1+n:], true
+}
+
+// macquire: FENCE.MACQUIRE owner ttl-ms numkeys key [key ...] [WAIT ms]
+// [SESSION id] → [token, ttl-ms] or null: every key, or none, in one entry.
+func (b *Bridge) macquire(r *request) {
+	args := r.args
+	if len(args) < 5 {
+		wrongArity(r)
+		return
+	}
+	ttl, ok := parseMillis(args[2])
+	if !ok {
+		writeError(r.c, errNotInteger)
+		return
+	}
+	keys, rest, ok := multiKeys(r, args, 3)
+	if !ok {
+		return
+	}
+	o, ok := parseAcquireOptions(r, rest, false, ttl)
+	if !ok {
+		return
+	}
+	a := server.MultiAcquire{Keys: keys, Owner: string(args[1]), TTL: ttl, Session: o.session}
+	b.runAcquire(r, args[:len(args)-len(rest)], o, false, func(ctx context.Context, wait time.Duration) (server.Grant, bool, error) {
+		a.Wait = wait
+		return b.locker.AcquireMany(ctx, a)
+	})
+}
+
+// mextend: FENCE.MEXTEND owner ttl-ms numkeys key [key ...] → how many of
+// the keys were renewed, in one entry.
+func (b *Bridge) mextend(r *request) {
+	args := r.args
+	if len(args) < 5 {
+		wrongArity(r)
+		return
+	}
+	ttl, ok := parseMillis(args[2])
+	if !ok {
+		writeError(r.c, errNotInteger)
+		return
+	}
+	keys, rest, ok := multiKeys(r, args, 3)
+	if !ok {
+		return
+	}
+	if len(rest) != 0 {
+		writeError(r.c, errSyntax)
+		return
+	}
+	ctx, cancel := b.requestCtx(0)
+	defer cancel()
+	n, err := b.locker.ExtendMany(ctx, keys, string(args[1]), ttl)
+	b.writeCount(ctx, r, n, err)
+}
+
+// mrelease: FENCE.MRELEASE owner numkeys key [key ...] [SESSION id] → how
+// many of the keys were released, in one entry.
+func (b *Bridge) mrelease(r *request) {
+	args := r.args
+	if len(args) < 4 {
+		wrongArity(r)
+		return
+	}
+	keys, rest, ok := multiKeys(r, args, 2)
+	if !ok {
+		return
+	}
+	var session uint64
+	switch {
+	case len(rest) == 0:
+	case len(rest) == 2 && strings.EqualFold(string(rest[0]), "SESSION"):
+		if session, ok = parseSession(rest[1]); !ok {
+			writeError(r.c, errNotInteger)
+			return
+		}
+	default:
+		writeError(r.c, errSyntax)
+		return
+	}
+	ctx, cancel := b.requestCtx(0)
+	defer cancel()
+	if session != 0 && !b.sessionPermitted(ctx, r, session) {
+		return
+	}
+	n, err := b.locker.ReleaseMany(ctx, keys, string(args[1]), session)
+	b.writeCount(ctx, r, n, err)
+}
+
+func (b *Bridge) writeCount(ctx context.Context, r *request, n int, err error) {
+	if err != nil {
+		b.fail(ctx, r, err)
+		return
+	}
+	r.c.WriteInt(n)
+}
