@@ -17,10 +17,16 @@ import (
 // errors.Is(err, context.Canceled) and errors.Is(err, context.DeadlineExceeded)
 // work as usual.
 var (
-	// ErrLocked means another owner holds the lock. It is also returned when
+	// ErrLocked means another owner holds the lock (for a read-write lock,
+	// a holder of the other side, or a waiter ahead; for a semaphore, every
+	// permit; for several keys, any of them). It is also returned when
 	// the server remembers this owner's own release of the lock: an owner
 	// value serves one lease only.
 	ErrLocked = errors.New("client: lock held by another owner")
+	// ErrWrongType means the key is a lock of another kind: a plain lock
+	// asked for as a read-write lock or a semaphore, or the other way
+	// round. Nothing was done.
+	ErrWrongType = errors.New("client: the key is a lock of another kind")
 	// ErrLeaseLost means a lease ended without being released: the server
 	// said its owner no longer holds the lock, or the client-side validity
 	// ran out before a renewal succeeded. Work done under the lease after
@@ -107,6 +113,8 @@ func classify(err error) failure {
 		return failure{err: fmt.Errorf("%w: %s", ErrAuth, e)}
 	case wire.NoPerm:
 		return failure{err: fmt.Errorf("%w: %s", ErrNoPerm, e)}
+	case wire.WrongType:
+		return failure{err: fmt.Errorf("%w: %s", ErrWrongType, e)}
 	case wire.NoSession:
 		return failure{err: fmt.Errorf("%w: %s", ErrSessionEnded, e.Text)}
 	case wire.Err:

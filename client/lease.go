@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,8 +76,11 @@ type Lease struct {
 	session *Session // nil: a lease with a TTL of its own
 	value   string   // under a session
 	name    string
+	names   []string // several keys at once (AcquireAll): every key, name the first
 	owner   string
 	token   uint64
+	slot    int          // a permit's slot
+	kind    atomic.Int32 // a lockKind; Downgrade turns a write lease into a read lease
 	// validity is the lease's own, or under a session only its context
 	// (the session keeps the time).
 	validity
@@ -97,36 +101,44 @@ type Lease struct {
 // lock was held by another owner at that time), ErrNoLeader when no node
 // could serve it, ErrInvalidArgument for a bad name or TTL.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...LeaseOption) (*Lease, error) {
-	return c.acquireLease(ctx, name, true, opts)
+	return c.acquireLease(ctx, lockReq{kind: plainLock, name: name}, true, opts)
 }
 
 // TryAcquire is Acquire without waiting: if another owner holds the lock it
 // returns an error wrapping ErrLocked at once.
 func (c *Client) TryAcquire(ctx context.Context, name string, opts ...LeaseOption) (*Lease, error) {
-	return c.acquireLease(ctx, name, false, opts)
+	return c.acquireLease(ctx, lockReq{kind: plainLock, name: name}, false, opts)
 }
 
-func (c *Client) acquireLease(ctx context.Context, name string, wait bool, opts []LeaseOption) (*Lease, error) {
+// acquireLease takes q's lock (its kind and keys set) with the options and
+// returns its lease: the one path of every kind of lease, so that each
+// gets the same validity, renewals, retries and waits.
+func (c *Client) acquireLease(ctx context.Context, q lockReq, wait bool, opts []LeaseOption) (*Lease, error) {
 	cfg := leaseConfig{ttl: defaultTTL}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	owner := cfg.owner
-	if owner == "" {
+	if cfg.value != "" && q.kind != plainLock {
+		return nil, fmt.Errorf("%w: a lock value (WithLockValue) is for plain locks only", ErrInvalidArgument)
+	}
+	q.owner, q.value = cfg.owner, cfg.value
+	if q.owner == "" {
 		var err error
-		if owner, err = randomOwner(); err != nil {
+		if q.owner, err = randomOwner(); err != nil {
 			return nil, err
 		}
 	}
 	if s := cfg.session; s != nil {
-		return c.acquireInSession(ctx, s, lockReq{name: name, owner: owner, ttl: s.ttl, session: s.id, value: cfg.value}, wait)
+		q.ttl, q.session = s.ttl, s.id
+		return c.acquireInSession(ctx, s, q, wait)
 	}
+	q.ttl = cfg.ttl
 	drift := allowance(cfg.ttl, c.cfg.drift)
-	g, err := c.acquire(ctx, name, owner, cfg.ttl, drift, wait)
+	g, err := c.acquireReq(ctx, q, drift, wait)
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{c: c, name: name, owner: owner, token: g.token, renewd: make(chan struct{})}
+	l := newLease(c, q, g)
 	l.start(c.ctx, g.ttl, drift, g.sent, func(until time.Time) error {
 		return fmt.Errorf("%w: its validity ran out (at %s) before a renewal succeeded", ErrLeaseLost, until.Format(time.RFC3339Nano))
 	})
@@ -153,15 +165,44 @@ func randomOwner() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// Name returns the lock's name.
+// newLease is the lease of q's grant g; its validity is not started.
+func newLease(c *Client, q lockReq, g grant) *Lease {
+	l := &Lease{c: c, name: q.name, names: q.names, owner: q.owner, token: g.token, slot: g.slot, renewd: make(chan struct{})}
+	l.kind.Store(int32(q.kind))
+	return l
+}
+
+// Name returns the lock's name; for several keys (AcquireAll), the first.
 func (l *Lease) Name() string { return l.name }
+
+// Names returns the names of the lease's locks: the keys of AcquireAll
+// without duplicates, in the order given, or the one name.
+func (l *Lease) Names() []string {
+	if l.names == nil {
+		return []string{l.name}
+	}
+	return append([]string(nil), l.names...)
+}
+
+// Slot returns a semaphore permit's slot, 0 to permits − 1: the lowest slot
+// that was free when it was granted. Fence per (resource, slot) with it
+// (fence.SlotResource). It is −1 if the lease is not a permit.
+func (l *Lease) Slot() int {
+	if l.lockKind() != permit {
+		return -1
+	}
+	return l.slot
+}
+
+func (l *Lease) lockKind() lockKind { return lockKind(l.kind.Load()) }
 
 // Owner returns the owner value the lease was granted to.
 func (l *Lease) Owner() string { return l.owner }
 
 // Token returns the fencing token of the grant: larger than the token of
 // every earlier grant of the same lock. It does not change when the lease is
-// extended.
+// extended or downgraded. Readers of a read-write lock that hold it
+// together have different tokens; the keys of AcquireAll share one.
 func (l *Lease) Token() uint64 { return l.token }
 
 // TTL returns the lease's time to live.
@@ -219,7 +260,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 
 // req is the lease's lock as requests name it.
 func (l *Lease) req() lockReq {
-	q := lockReq{name: l.name, owner: l.owner, ttl: l.ttl}
+	q := lockReq{kind: l.lockKind(), name: l.name, names: l.names, owner: l.owner, ttl: l.ttl}
 	if l.session != nil {
 		q.session = l.session.id
 	}
@@ -236,16 +277,23 @@ func (l *Lease) extend(ctx context.Context) error {
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
 	defer stop()
 
+	q := l.req()
 	p := retry{attempt: func() time.Duration { return l.attemptTimeout(l.c) }}
-	v, sent, err := l.c.exchange(ctx, p, "FENCE.EXTEND", l.name, l.owner, millis(l.ttl))
+	v, sent, err := l.c.exchange(ctx, p, q.extendArgs()...)
 	if err != nil {
 		if cerr := l.Err(); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("extend %q: %w", l.name, err)
+		return fmt.Errorf("extend %s: %w", q.what(), err)
 	}
-	if n, _ := v.(int64); n != 1 {
-		err := fmt.Errorf("%w: the server says owner %q no longer holds %q", ErrLeaseLost, l.owner, l.name)
+	if n, _ := v.(int64); n != int64(q.keys()) {
+		err := fmt.Errorf("%w: the server says owner %q no longer holds %s", ErrLeaseLost, l.owner, q.what())
+		if n > 0 {
+			// Some keys of the set were extended, and are held for
+			// nothing now: let them go.
+			err = fmt.Errorf("%w: the server says owner %q holds %d of the %d keys %s", ErrLeaseLost, l.owner, n, q.keys(), q.what())
+			l.c.releaseLater(q)
+		}
 		l.cancel(err)
 		return l.Err()
 	}
@@ -270,81 +318,36 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.cancel(ErrReleased)
 	l.stopTimer()
 	<-l.renewd
-	ok, err := l.c.release(ctx, l.req())
+	q := l.req()
+	ok, err := l.c.release(ctx, q)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
 		l.released = true
-		return fmt.Errorf("%w: the server says owner %q no longer held %q", ErrLeaseLost, l.owner, l.name)
+		return fmt.Errorf("%w: the server says owner %q no longer held %s", ErrLeaseLost, l.owner, q.what())
 	}
 	l.released = true
 	return nil
 }
 
-// grant is a granted acquire.
-type grant struct {
-	token uint64
-	ttl   time.Duration
-	sent  time.Time // just before the request that got it was sent
-}
-
-// lockReq is an acquire as it is sent: a lock for owner, with a TTL of its
-// own, or under a session with a value.
-type lockReq struct {
-	name, owner string
-	ttl         time.Duration // the lease's; under a session, the session's
-	session     uint64        // zero: none
-	value       string
-}
-
-// acquireArgs are the request's FENCE.ACQUIRE, waiting wait if not zero.
-func (q lockReq) acquireArgs(wait time.Duration) []any {
-	args := []any{"FENCE.ACQUIRE", q.name, q.owner, millis(q.ttl)}
-	if q.session != 0 {
-		args[3] = 0
-	}
-	if wait > 0 {
-		args = append(args, "WAIT", millis(wait))
-	}
-	if q.session != 0 {
-		args = append(args, "SESSION", q.session)
-		if q.value != "" {
-			args = append(args, "VALUE", q.value)
-		}
-	}
-	return args
-}
-
-// releaseArgs are the request's FENCE.RELEASE.
-func (q lockReq) releaseArgs() []any {
-	if q.session != 0 {
-		return []any{"FENCE.RELEASE", q.name, q.owner, "SESSION", q.session}
-	}
-	return []any{"FENCE.RELEASE", q.name, q.owner}
-}
-
-// acquire gets name for owner, waiting for it if wait is set. A grant
-// arrives with at least part of its validity left, or acquire fails.
-func (c *Client) acquire(ctx context.Context, name, owner string, ttl, drift time.Duration, wait bool) (grant, error) {
-	return c.acquireReq(ctx, lockReq{name: name, owner: owner, ttl: ttl}, drift, wait)
-}
-
+// acquireReq gets q's lock, waiting for it if wait is set. A grant
+// arrives with at least part of its validity left, or acquireReq fails.
 func (c *Client) acquireReq(ctx context.Context, q lockReq, drift time.Duration, wait bool) (grant, error) {
-	name, owner, ttl := q.name, q.owner, q.ttl
-	if err := checkLease(name, ttl, drift); err != nil {
+	if err := q.check(drift); err != nil {
 		return grant{}, err
 	}
+	name := q.what()
 	g, granted, err := c.tryAcquire(ctx, q)
 	if err == nil && !granted && wait {
 		g, err = c.waitAcquire(ctx, q)
 		granted = err == nil
 	}
 	if err != nil {
-		return grant{}, fmt.Errorf("acquire %q: %w", name, err)
+		return grant{}, fmt.Errorf("acquire %s: %w", name, err)
 	}
 	if !granted {
-		return grant{}, fmt.Errorf("acquire %q: %w", name, ErrLocked)
+		return grant{}, fmt.Errorf("acquire %s: %w", name, ErrLocked)
 	}
 	if q.session != 0 || time.Until(g.sent.Add(g.ttl-drift)) > 0 {
 		// (Under a session the grant is valid as long as the session.)
@@ -352,13 +355,13 @@ func (c *Client) acquireReq(ctx context.Context, q lockReq, drift time.Duration,
 	}
 	// The grant took longer than its validity to arrive: renew it, which
 	// counts from now, or give it up.
-	v, sent, err := c.exchange(ctx, c.standard(), "FENCE.EXTEND", name, owner, millis(ttl))
-	if n, _ := v.(int64); err == nil && n == 1 && time.Until(sent.Add(g.ttl-drift)) > 0 {
+	v, sent, err := c.exchange(ctx, c.standard(), q.extendArgs()...)
+	if n, _ := v.(int64); err == nil && n == int64(q.keys()) && time.Until(sent.Add(g.ttl-drift)) > 0 {
 		g.sent = sent
 		return g, nil
 	}
 	c.releaseLater(q)
-	return grant{}, fmt.Errorf("acquire %q: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
+	return grant{}, fmt.Errorf("acquire %s: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
 }
 
 func checkLease(name string, ttl, drift time.Duration) error {
@@ -377,7 +380,7 @@ func checkLease(name string, ttl, drift time.Duration) error {
 func (c *Client) tryAcquire(ctx context.Context, q lockReq) (grant, bool, error) {
 	v, sent, err := c.exchange(ctx, c.standard(), q.acquireArgs(0)...)
 	if err != nil {
-		if !errIs(err, ErrInvalidArgument, ErrClosed, ErrAuth, ErrNoPerm, ErrTLS, ErrSessionEnded) {
+		if !errIs(err, ErrInvalidArgument, ErrWrongType, ErrClosed, ErrAuth, ErrNoPerm, ErrTLS, ErrSessionEnded) {
 			c.releaseLater(q)
 		}
 		return grant{}, false, err
@@ -385,37 +388,16 @@ func (c *Client) tryAcquire(ctx context.Context, q lockReq) (grant, bool, error)
 	return parseGrant(v, q, sent)
 }
 
-// parseGrant reads the reply to q's FENCE.ACQUIRE: [token, granted-ttl-ms]
-// or null; under a session the TTL is 0.
-func parseGrant(v any, q lockReq, sent time.Time) (grant, bool, error) {
-	ttl := q.ttl
-	if v == nil {
-		return grant{}, false, nil
-	}
-	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		return grant{}, false, fmt.Errorf("client: unexpected reply to FENCE.ACQUIRE: %v", v)
-	}
-	tok, ok1 := a[0].(int64)
-	ms, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || tok <= 0 || ms < 0 || ms == 0 && q.session == 0 {
-		return grant{}, false, fmt.Errorf("client: unexpected reply to FENCE.ACQUIRE: %v", v)
-	}
-	if q.session != 0 {
-		return grant{token: uint64(tok), ttl: ttl, sent: sent}, true, nil
-	}
-	return grant{token: uint64(tok), ttl: min(ttl, time.Duration(ms)*time.Millisecond), sent: sent}, true, nil
-}
-
-// release frees name if owner holds it; ok is false if the server says
-// owner neither holds it nor released it last.
+// release frees q's locks if owner holds them; ok is false if the server
+// says owner neither holds them nor released them last (for all the keys
+// of several).
 func (c *Client) release(ctx context.Context, q lockReq) (ok bool, err error) {
 	v, _, err := c.exchange(ctx, c.standard(), q.releaseArgs()...)
 	if err != nil {
-		return false, fmt.Errorf("release %q: %w", q.name, err)
+		return false, fmt.Errorf("release %s: %w", q.what(), err)
 	}
 	n, _ := v.(int64)
-	return n == 1, nil
+	return n == int64(q.keys()), nil
 }
 
 // releaseLater releases name for owner in the background, for an acquire

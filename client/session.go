@@ -175,18 +175,65 @@ func (s *Session) endTakenLeases(ctx context.Context) error {
 		}
 	}
 	s.mu.Lock()
-	var lost []*Lease
+	var lost, shared []*Lease
 	for l := range s.leases {
-		if held[l.name] != l.token {
-			lost = append(lost, l)
-			delete(s.leases, l)
+		switch l.lockKind() {
+		case readLock, writeLock, permit:
+			// A shared key has holders of its own, listed by
+			// FENCE.HOLDERS.
+			shared = append(shared, l)
+			continue
+		}
+		for _, name := range l.Names() {
+			if held[name] != l.token {
+				lost = append(lost, l)
+				delete(s.leases, l)
+				break
+			}
 		}
 	}
 	s.mu.Unlock()
+	for _, l := range shared {
+		ok, err := s.c.holds(ctx, l.name, l.owner, l.token)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s.mu.Lock()
+			delete(s.leases, l)
+			s.mu.Unlock()
+			lost = append(lost, l)
+		}
+	}
 	for _, l := range lost {
-		l.cancel(fmt.Errorf("%w: %q was taken from session %d (revoked or overwritten)", ErrLeaseLost, l.name, s.id))
+		l.cancel(fmt.Errorf("%w: %s was taken from session %d (revoked or overwritten)", ErrLeaseLost, l.req().what(), s.id))
 	}
 	return nil
+}
+
+// holds reports whether owner holds name with token, as FENCE.HOLDERS
+// lists its holders: [owner, token, remaining-ms, session, mode, slot].
+func (c *Client) holds(ctx context.Context, name, owner string, token uint64) (bool, error) {
+	v, _, err := c.exchange(ctx, c.standard(), "FENCE.HOLDERS", name)
+	if err != nil {
+		return false, fmt.Errorf("list the holders of %q: %w", name, err)
+	}
+	hs, ok := v.([]any)
+	if !ok && v != nil {
+		return false, fmt.Errorf("client: unexpected reply to FENCE.HOLDERS: %v", v)
+	}
+	for _, h := range hs {
+		f, _ := h.([]any)
+		if len(f) < 2 {
+			return false, fmt.Errorf("client: unexpected reply to FENCE.HOLDERS: %v", v)
+		}
+		o, _ := f[0].(string)
+		t, _ := f[1].(int64)
+		if o == owner && uint64(t) == token {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // track adds l to the session's leases until it ends.
@@ -232,7 +279,7 @@ func (s *Session) Close(ctx context.Context) error {
 // context ends with the session's.
 func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wait bool) (*Lease, error) {
 	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("acquire %q: %w", q.name, err)
+		return nil, fmt.Errorf("acquire %s: %w", q.what(), err)
 	}
 	g, err := c.acquireReq(ctx, q, 0, wait)
 	if err != nil {
@@ -242,9 +289,10 @@ func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wa
 		// Granted, but the session ended on this side meanwhile: the
 		// lock is worth nothing to the caller; let it go.
 		c.releaseLater(q)
-		return nil, fmt.Errorf("acquire %q: %w", q.name, err)
+		return nil, fmt.Errorf("acquire %s: %w", q.what(), err)
 	}
-	l := &Lease{c: c, session: s, value: q.value, name: q.name, owner: q.owner, token: g.token, renewd: make(chan struct{})}
+	l := newLease(c, q, g)
+	l.session, l.value = s, q.value
 	close(l.renewd)
 	l.ttl = s.ttl
 	l.ctx, l.cancel = context.WithCancelCause(s.ctx)

@@ -48,8 +48,19 @@ type roundResult struct {
 //
 // Each round runs on a connection of its own, closed if the caller gives
 // up, which takes the waiter out of the server's queue at once.
+//
+// Several keys at once wait in rounds that do not overlap, of up to
+// maxRound each: the server queues such a waiter in every key's queue
+// and does not put a newer wait in an older one's place, so an
+// overlapping round would only queue behind its own elder. A grant that
+// arrives with its validity (counted from the send) spent is renewed by
+// acquireReq.
 func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
+	overlap := q.kind != multiLock
 	round := roundLength(q.ttl)
+	if !overlap {
+		round = maxRound
+	}
 	done := make(chan struct{})
 	defer close(done)
 	results := make(chan roundResult)
@@ -103,6 +114,15 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 	start()
 	next := time.NewTimer(round / 2)
 	defer next.Stop()
+	if !overlap {
+		next.Stop()
+	}
+	// rearm schedules the next overlapping round.
+	rearm := func() {
+		if overlap {
+			next.Reset(round / 2)
+		}
+	}
 	var failedSince time.Time
 	var last error
 	failures, refusals := 0, 0
@@ -119,7 +139,7 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 			// The latest round was not refused at once.
 			refusals = 0
 			start()
-			next.Reset(round / 2)
+			rearm()
 		case r := <-results:
 			if r.err == nil && r.granted {
 				return r.g, nil
@@ -138,16 +158,16 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 					return giveUp(ErrLocked)
 				}
 				start()
-				next.Reset(round / 2)
+				rearm()
 				continue
 			}
 			if r.err == nil {
 				// The wait ran out before a newer one took its place (a
 				// slow link, or the place was lost in a leader change):
 				// queue again at once.
-				failedSince, failures, last = time.Time{}, 0, nil
+				failedSince, failures, last, refusals = time.Time{}, 0, nil, 0
 				start()
-				next.Reset(round / 2)
+				rearm()
 				continue
 			}
 			f := classify(r.err)
@@ -155,7 +175,7 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 				// The server allows shorter waits (fencerd --max-wait).
 				round = max(round/2, minRound)
 				start()
-				next.Reset(round / 2)
+				rearm()
 				continue
 			}
 			if !f.transient {
@@ -175,7 +195,7 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 				continue
 			}
 			start()
-			next.Reset(round / 2)
+			rearm()
 		}
 	}
 }
