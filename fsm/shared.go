@@ -139,7 +139,6 @@ func (t *Table) applyShared(r *Result, pos uint64, c *Command, cur *Lease) {
 			// A holder that ran out on the leader ends in the same entry.
 			if h := cur.Shared.byRef(*c.Lease); h != nil {
 				r.Freed = t.freeHolder(key, cur, h, true)
-				cur = t.locks[key]
 			}
 		}
 		switch {
