@@ -144,7 +144,10 @@ func (t *Table) endSession(r *Result, pos uint64, c *Command, s *Session, op Op,
 				if sub.Waiter = t.handOff(k, w, pos+used); sub.Waiter == WaiterGranted {
 					used++
 					if nl := t.locks[k]; w.Mode != ModeNone && nl != nil {
-						sub.Holder = nl.Shared.byOwner(w.Owner, w.Session)
+						if h := nl.Shared.byOwner(w.Owner, w.Session); h != nil {
+							hc := *h // a copy, as setResultLease makes
+							sub.Holder = &hc
+						}
 					}
 				}
 			}

@@ -473,6 +473,14 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 // key's holders), and, if c's waiter was granted a shared key, r's Holder to
 // its holder.
 func (t *Table) setResultLease(r *Result, c *Command) {
+	defer func() {
+		if r.Holder != nil {
+			// A copy: the table's own changes under its lock, and the
+			// result is read outside it.
+			hc := *r.Holder
+			r.Holder = &hc
+		}
+	}()
 	l := t.locks[c.Key]
 	if l == nil {
 		return

@@ -131,6 +131,8 @@ func (g *grants) becomeReady(term uint64, restart bool) bool {
 		g.leases.restartAll(now)
 		g.sessions.restartAll(now)
 	}
+	// Grants in flight belonged to the term before.
+	clear(g.granting)
 	g.ready, g.readyTerm = true, term
 	g.signalChangedLocked()
 	return true
@@ -463,7 +465,9 @@ func (g *grants) answerWaiterLocked(r *fsm.Result) {
 	// The queue holds one waiter per (key, owner): the one there now may
 	// acquire under another session than the entry's, having taken the
 	// place of the one the entry names. The entry's outcome is not its.
-	w := g.waits.takeFor(key, owner, r.Cmd.Waiter.Session)
+	// Nor is it the waiter's if that one asks for another mode (a read
+	// wait replaced by a write wait of the same owner).
+	w := g.waits.takeFor(key, owner, r.Cmd.Waiter.Session, r.Cmd.Waiter.Mode, r.Cmd.Waiter.Permits)
 	switch r.Waiter {
 	case fsm.WaiterGranted:
 		gr := grantOf(r)

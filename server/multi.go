@@ -39,8 +39,9 @@ func (n *Node) AcquireMany(ctx context.Context, a MultiAcquire) (g Grant, grante
 	switch {
 	case len(keys) == 0 || len(keys) > MaxMultiKeys:
 		return Grant{}, false, invalid("keys", "%d distinct keys, not 1..%d", len(keys), MaxMultiKeys)
-	case a.Session != 0 && a.TTL != 0:
-		return Grant{}, false, invalid("ttl", "must be 0 under a session")
+	case a.Session != 0:
+		// A transaction's commands carry no session part (fsm.Txn).
+		return Grant{}, false, invalid("session", "several keys at once cannot be taken under a session")
 	case a.Wait < 0 || a.Wait > n.cfg.MaxWait:
 		return Grant{}, false, invalid("wait", "%v is outside 0..%v", a.Wait, n.cfg.MaxWait)
 	}
@@ -176,6 +177,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 			txn.Cmds = append(txn.Cmds, fsm.Command{Op: fsm.OpAcquire, Key: k, Owner: m.owner, TTL: m.ttl, Session: m.session})
 			if *queued {
 				g.granting[k] = true
+				m.marked = append(m.marked, k)
 			}
 		}
 		return acquireStep{act: actPropose, cmd: fsm.Command{Op: fsm.OpTxn, Txn: txn}}
@@ -184,6 +186,8 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 		return acquireStep{act: actRefuse}
 	}
 	if !*queued {
+		// A fresh answer: one a failed earlier queueing got is stale.
+		m.done, m.answered = make(chan waitOutcome, 1), false
 		g.waits.addMany(m)
 		*queued = true
 	}
@@ -195,11 +199,10 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 func (g *grants) grantedMany(m *waiter) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, k := range m.keys {
-		if g.waits.head(k) == m {
-			delete(g.granting, k)
-		}
+	for _, k := range m.marked {
+		delete(g.granting, k)
 	}
+	m.marked = m.marked[:0]
 }
 
 // withdrawMany takes m out of every queue it is in and hands each key it
@@ -231,8 +234,11 @@ func (g *grants) wakeManyLocked(m *waiter) {
 // if not zero) in one entry, each handed to its first waiter there, and
 // returns how many it released (counting remembered releases).
 func (n *Node) ReleaseMany(ctx context.Context, keys []string, owner string, session uint64) (int, error) {
+	if session != 0 {
+		return 0, invalid("session", "several keys at once cannot be held under a session")
+	}
 	txn, err := n.manyTxn(ctx, keys, owner, func(k string) fsm.Command {
-		return fsm.Command{Op: fsm.OpRelease, Key: k, Owner: owner, Session: session, Waiter: n.grants.headWaiter(k)}
+		return fsm.Command{Op: fsm.OpRelease, Key: k, Owner: owner, Waiter: txnWaiter(n.grants.headWaiter(k))}
 	})
 	if err != nil {
 		return 0, err
@@ -250,13 +256,26 @@ func (n *Node) ExtendMany(ctx context.Context, keys []string, owner string, ttl 
 	}
 	txn, err := n.manyTxn(ctx, keys, owner, func(k string) fsm.Command {
 		c := fsm.Command{Op: fsm.OpExtend, Key: k, Owner: owner, TTL: uint64(ttl / time.Millisecond)}
-		c.Lease, c.Waiter = n.grants.expired(k, owner)
+		var w *fsm.Waiter
+		c.Lease, w = n.grants.expired(k, owner)
+		c.Waiter = txnWaiter(w)
 		return c
 	})
 	if err != nil {
 		return 0, err
 	}
 	return n.countMany(ctx, txn, fsm.Extended)
+}
+
+// txnWaiter returns w if a transaction's command may carry it: not a
+// waiter under a session (a transaction's commands carry no session part);
+// such a waiter gets the key from the OpGrant the leader proposes for a
+// free key someone waits for.
+func txnWaiter(w *fsm.Waiter) *fsm.Waiter {
+	if w != nil && w.Session != 0 {
+		return nil
+	}
+	return w
 }
 
 // manyTxn checks keys and owner and makes a transaction of one command of

@@ -30,6 +30,7 @@ type waiter struct {
 	// wake tells its acquire that it may be granted now.
 	keys     []string
 	wake     chan struct{}
+	marked   []string // keys a multi-key grant in flight marks granting
 	done     chan waitOutcome
 	answered bool
 }
@@ -110,10 +111,10 @@ func (q *waitQueues) take(key, owner string) *waiter {
 // takeFor removes and returns the waiter for (key, owner) if it acquires
 // under session (zero: none); nil if there is none, or it acquires under
 // another session (it then stays queued).
-func (q *waitQueues) takeFor(key, owner string, session uint64) *waiter {
+func (q *waitQueues) takeFor(key, owner string, session uint64, mode fsm.Mode, permits uint64) *waiter {
 	for _, x := range q.byKey[key] {
 		if x.owner == owner && x.keys == nil {
-			if x.session != session {
+			if x.session != session || x.mode != mode || x.permits != permits {
 				return nil
 			}
 			return q.take(key, owner)
