@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -81,6 +82,10 @@ func (c *shClient) once(timeout time.Duration, args []string) (any, error) {
 	return v, err
 }
 
+// shResent counts the attempts call made again after an unknown outcome,
+// for the tests' logs: it shows that the failovers reached the clients.
+var shResent atomic.Int64
+
 // shCall is the outcome of a command sent until it had an answer.
 type shCall struct {
 	v       any
@@ -111,6 +116,7 @@ func (c *shClient) call(wait time.Duration, build func(wait time.Duration) []str
 			return r, nil
 		}
 		r.retried = true
+		shResent.Add(1)
 		last, lastErr = v, err
 		if time.Now().After(deadline) {
 			return r, fmt.Errorf("%s: %s: no answer within %v of the wait's end (last: %#v, %v)", c.name, strings.Join(args, " "), clusterRetryWithin, last, lastErr)
@@ -319,7 +325,9 @@ func (c *nodeCluster) killLeader(t *testing.T) (dead, leader int) {
 	dead = c.leader(t)
 	oldID := c.ids[dead]
 	killed := time.Now()
+	resent := shResent.Load()
 	c.nodes[dead].kill9(t)
+	t.Cleanup(func() { t.Logf("the clients re-sent %d commands after the kill", shResent.Load()-resent) })
 	c.awaitNewLeader(t, c.others(dead), oldID, killed, clusterElectionTimeout)
 	leader = c.agreedLeader(t, c.others(dead), clusterReadyTimeout)
 	t.Logf("killed the leader, node %d; node %d leads %v later", dead+1, leader+1, time.Since(killed).Round(time.Millisecond))
