@@ -34,10 +34,12 @@ const (
 	wlLinearizable workloadKind = iota
 	wlExpiry
 	wlFenced
-	wlRedisLua // Redis-compatible: SET NX, Lua extend and release
-	wlRedsync  // Redis-compatible: go-redsync/redsync
-	wlSessions // locks under sessions (session_test.go)
-	wlElection // an election through the Go client (election_test.go)
+	wlRedisLua  // Redis-compatible: SET NX, Lua extend and release
+	wlRedsync   // Redis-compatible: go-redsync/redsync
+	wlSessions  // locks under sessions (session_test.go)
+	wlElection  // an election through the Go client (election_test.go)
+	wlRWLock    // read-write locks (shared_test.go)
+	wlSemaphore // a semaphore (shared_test.go)
 )
 
 // campaign is one run's configuration.
@@ -131,7 +133,7 @@ func envCampaign(t *testing.T, n int) (campaign, bool) {
 	t.Helper()
 	c := campaign{nodes: n, duration: defaultDuration, clientsPerNode: defaultClients, bin: fencerdBin,
 		seed:      envSeed(t, "CHAOS_SEED"),
-		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync, wlSessions, wlElection},
+		workloads: []workloadKind{wlLinearizable, wlExpiry, wlFenced, wlRedisLua, wlRedsync, wlSessions, wlElection, wlRWLock, wlSemaphore},
 		kinds:     deck, first: killLeader, lazy: os.Getenv("CHAOS_LAZYFS") != "0"}
 	if !c.lazy {
 		c.kinds = slices.DeleteFunc(slices.Clone(deck), func(k faultKind) bool { return slices.Contains(powerCuts, k) })
@@ -236,12 +238,15 @@ type workloads struct {
 	fenced *fencedWorkload
 	sess   *sessionWorkload
 	elect  *electionWorkload
+	rw     *rwWorkload
+	sem    *semWorkload
 }
 
 func newWorkloads() *workloads {
 	grants := &grantLog{}
 	return &workloads{grants: grants, lin: &linWorkload{grants: grants}, exp: &expiryWorkload{grants: grants},
-		fenced: newFencedWorkload(grants), sess: newSessionWorkload(grants), elect: newElectionWorkload(grants)}
+		fenced: newFencedWorkload(grants), sess: newSessionWorkload(grants), elect: newElectionWorkload(grants),
+		rw: newRWWorkload(), sem: newSemWorkload()}
 }
 
 // spawn starts perNode clients on every node of c, which run kinds in turn
@@ -271,6 +276,10 @@ func (w *workloads) run(kind workloadKind, cl *client, c *cluster, stop <-chan s
 		w.sess.run(cl, stop)
 	case wlElection:
 		w.elect.run(cl, c, stop)
+	case wlRWLock:
+		w.rw.run(cl, stop)
+	case wlSemaphore:
+		w.sem.run(cl, stop)
 	}
 }
 
@@ -317,6 +326,12 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 	}
 	if slices.Contains(cfg.workloads, wlElection) {
 		rep.results = append(rep.results, w.elect.check()...)
+	}
+	if slices.Contains(cfg.workloads, wlRWLock) {
+		rep.results = append(rep.results, w.rw.check(nm.restarts)...)
+	}
+	if slices.Contains(cfg.workloads, wlSemaphore) {
+		rep.results = append(rep.results, w.sem.check(nm.restarts)...)
 	}
 	rep.results = append(rep.results, checkTokens(all, nm.restarts))
 	rep.results = append(rep.results, checkStateHashes(rep.hashes, rep.convergeErr))

@@ -2,7 +2,9 @@
 // (docs/performance.md).
 //
 // Run drives a fencer cluster with peerbench's two lock workloads
-// (uncontended and contended) over plain RESP, one connection per client
+// (uncontended and contended), and two of shared keys (rw-read: read locks
+// of names every client shares; semaphore: permits of one semaphore), over
+// plain RESP, one connection per client
 // goroutine, a fresh owner per acquire, and returns a Result whose JSON
 // fields are exactly peerbench's, with the same safety checks (overlaps,
 // token regressions). StartFencer and StartRaft start real processes on

@@ -20,6 +20,13 @@ const (
 	// Contended: all clients compete for the same names, queueing on the
 	// server (FENCE.ACQUIRE ... WAIT) while another client holds one.
 	Contended = "contended"
+	// ReadShared: all clients take read locks of the same names
+	// (FENCE.RLOCK), which they hold together, and release them in turn.
+	ReadShared = "rw-read"
+	// Semaphore: all clients take permits of the same semaphores
+	// (FENCE.SEMACQUIRE), with a permit for every client unless Permits
+	// says fewer, and release them in turn.
+	Semaphore = "semaphore"
 )
 
 // Config describes one lock run.
@@ -29,14 +36,19 @@ type Config struct {
 	Addrs []string
 	// Target is the name printed in the result ("fencer", "fencer-1").
 	Target string
-	// Workload is Uncontended or Contended.
+	// Workload is Uncontended, Contended, ReadShared or Semaphore.
 	Workload string
 	// Clients is the number of client goroutines, one connection each.
 	Clients int
 	// Keys is, for Contended, the number of names all clients compete for
 	// (default 1); for Uncontended, the names each client cycles through
-	// (default 8, peerbench's -names-per-client).
+	// (default 8, peerbench's -names-per-client); for ReadShared, the
+	// names all clients cycle through (default 8); for Semaphore, the
+	// semaphores (default 1).
 	Keys int
+	// Permits is, for Semaphore, each semaphore's permits. The default is
+	// Clients: no client waits. With fewer, clients queue with WAIT.
+	Permits int
 	// TTL is every lease's TTL. The default is 10s.
 	TTL time.Duration
 	// Warmup runs before the measured window, Duration is the window.
@@ -50,20 +62,26 @@ func (c *Config) setDefaults() error {
 	if len(c.Addrs) == 0 {
 		return errors.New("bench: no address")
 	}
-	if c.Workload != Uncontended && c.Workload != Contended {
-		return fmt.Errorf("bench: unknown workload %q (want %s or %s)", c.Workload, Uncontended, Contended)
+	if c.Workload != Uncontended && c.Workload != Contended && c.Workload != ReadShared && c.Workload != Semaphore {
+		return fmt.Errorf("bench: unknown workload %q (want %s, %s, %s or %s)", c.Workload, Uncontended, Contended, ReadShared, Semaphore)
 	}
 	if c.Clients < 1 {
 		return fmt.Errorf("bench: clients must be at least 1, got %d", c.Clients)
 	}
 	if c.Keys == 0 {
 		c.Keys = 8
-		if c.Workload == Contended {
+		if c.Workload == Contended || c.Workload == Semaphore {
 			c.Keys = 1
 		}
 	}
 	if c.Keys < 1 {
 		return fmt.Errorf("bench: keys must be at least 1, got %d", c.Keys)
+	}
+	if c.Permits == 0 && c.Workload == Semaphore {
+		c.Permits = c.Clients
+	}
+	if c.Workload == Semaphore && (c.Permits < 1 || c.Permits > maxPermits) {
+		return fmt.Errorf("bench: permits must lie within 1..%d, got %d", maxPermits, c.Permits)
 	}
 	if c.TTL == 0 {
 		c.TTL = 10 * time.Second
@@ -134,7 +152,7 @@ func Run(ctx context.Context, cfg Config) Result {
 	}
 	res.Target = cfg.Target
 	contended := cfg.Workload == Contended
-	if contended {
+	if contended || cfg.Workload == ReadShared || cfg.Workload == Semaphore {
 		res.Keys = cfg.Keys
 	}
 	runID := randHex(4)
@@ -186,6 +204,10 @@ func Run(ctx context.Context, cfg Config) Result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if cfg.Workload == ReadShared || cfg.Workload == Semaphore {
+				w.sharedClient(id, conns, &mu, &stopped, &stats[id])
+				return
+			}
 			w.client(id, conns, &mu, &stopped, &stats[id])
 		}()
 	}

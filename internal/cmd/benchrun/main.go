@@ -3,7 +3,9 @@
 //
 // It starts a fresh one-node and a fresh three-node fencerd cluster on
 // loopback (data in a temp dir on disk), runs the uncontended and contended
-// workloads of `fencer bench` (internal/bench) at each client count, runs
+// workloads of `fencer bench` (internal/bench), and the read-lock and
+// semaphore-permit rows beside them (rw-read, semaphore), at each client
+// count, runs
 // the bare-raft baseline (internal/cmd/raftbench, one and three processes)
 // at the same concurrencies, and with -peers runs a copy of
 // shared/peerbench's run-peers.sh (redis, redis-aof-always, redlock, etcd),
@@ -157,7 +159,7 @@ func parseFlags() (options, error) {
 	var clients, workloads, nodes, raftArgs string
 	flag.StringVar(&o.binDir, "bin", "bin", "directory with fencerd and raftbench")
 	flag.StringVar(&clients, "clients", env("CLIENTS", "1 16 256"), "client counts (space- or comma-separated); env CLIENTS")
-	flag.StringVar(&workloads, "workloads", env("WORKLOADS", "uncontended contended"), "fencer workloads; env WORKLOADS")
+	flag.StringVar(&workloads, "workloads", env("WORKLOADS", "uncontended contended rw-read semaphore"), "fencer workloads; env WORKLOADS")
 	flag.StringVar(&nodes, "nodes", env("NODES", "1 3"), "fencer and raft cluster sizes; env NODES")
 	dur := flag.String("duration", env("DURATION", "5s"), "measured window of each run; env DURATION")
 	warm := flag.String("warmup", env("WARMUP", "1s"), "unmeasured warm-up before each run; env WARMUP")
