@@ -449,3 +449,36 @@ func TestSharedLeasesUnderASession(t *testing.T) {
 		t.Fatalf("after Close: Err %v, holders %+v", w.Err(), holders(t, "sess-rw"))
 	}
 }
+
+// Two AcquireAll of the same locks in opposite orders, both waiting, are
+// both granted in turn: no deadlock.
+func TestAcquireAllOppositeOrdersDoNotDeadlock(t *testing.T) {
+	c := newClient(t)
+	a := mustAcquire(t, c, "opp-a")
+	b := mustAcquire(t, c, "opp-b")
+	ab := acquired(t, func(ctx context.Context) (*client.Lease, error) {
+		return c.AcquireAll(ctx, []string{"opp-a", "opp-b"}, client.WithTTL(2*time.Second))
+	})
+	ba := acquired(t, func(ctx context.Context) (*client.Lease, error) {
+		return c.AcquireAll(ctx, []string{"opp-b", "opp-a"}, client.WithTTL(2*time.Second))
+	})
+	notYet(t, ab, 500*time.Millisecond, "AcquireAll a, b")
+	release(t, a)
+	release(t, b)
+	var got []*client.Lease
+	for range 2 {
+		select {
+		case l := <-ab:
+			got = append(got, l)
+			release(t, l)
+		case l := <-ba:
+			got = append(got, l)
+			release(t, l)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the opposite-order sets deadlocked")
+		}
+	}
+	if got[0] == nil || got[1] == nil || got[1].Token() <= got[0].Token() {
+		t.Fatalf("grants %v", got)
+	}
+}
