@@ -153,9 +153,12 @@ func parseGrant(v any, q lockReq, sent time.Time) (grant, bool, error) {
 	cmd := q.acquireArgs(0)[0]
 	a, ok := v.([]any)
 	slot := int64(0)
-	if ok && q.kind == permit && len(a) == 3 {
-		slot, ok = a[0].(int64)
-		a = a[1:]
+	if ok && q.kind == permit {
+		ok = len(a) == 3
+		if ok {
+			slot, ok = a[0].(int64)
+			a = a[1:]
+		}
 		if ok && (slot < 0 || slot >= int64(q.permits)) {
 			ok = false
 		}

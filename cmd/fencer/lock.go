@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 func (a *app) lockCommand() *cobra.Command {
 	var ttl, wait, grace, killAfter time.Duration
+	var kind lockKind
 	cmd := &cobra.Command{
 		Use:   "lock NAME [--] COMMAND [ARG...]",
 		Short: "Run a command while holding a lock",
@@ -26,6 +28,21 @@ lock's name in $FENCER_LOCK), renewing the lease while the command runs, and
 releases the lock when the command exits. It exits with the command's status.
 Pass the token to the storage the command writes to, so that a write that
 comes too late is refused.
+
+With --shared, lock takes the read side of the read-write lock NAME: any
+number of --shared commands run at once, each with a token of its own, while
+none runs with --write, which takes its write side (alone, with a token
+larger than every earlier holder's). Waits are first come, first served: a
+--shared that arrives behind a waiting --write waits for it. A read-write
+lock is a different kind of lock from the plain lock NAME: lock without
+these flags on a read-write lock that is held fails (and the other way
+round). Fence readers and writers with a read-write validator (docs/fencing.md).
+
+With --permits N, lock takes one of the N permits of the semaphore NAME: up
+to N commands run at once. The permit's slot, 0 to N-1, is in $FENCER_SLOT;
+fence per (resource, slot). Every holder of a semaphore must give the same N.
+
+--shared, --write and --permits exclude each other.
 
 The command is stopped before the lock can pass to another holder. If the
 lease has not been renewed when --grace is left of its validity (as the
@@ -49,13 +66,19 @@ Exit status: the command's (128+n if signal n killed it: 143 after SIGTERM,
 137 after SIGKILL); 125 if the lock could not be taken (including --wait
 running out); 126 if the command cannot be run; 127 if it is not found.`,
 		Example: `  fencer lock build-x -- make release
-  fencer lock --ttl 30s --wait 5m nightly -- sh -c 'backup --fencing-token "$FENCER_TOKEN"'`,
+  fencer lock --ttl 30s --wait 5m nightly -- sh -c 'backup --fencing-token "$FENCER_TOKEN"'
+  fencer lock --shared catalog -- ./read-catalog
+  fencer lock --write catalog -- ./rebuild-catalog
+  fencer lock --permits 3 gpu -- sh -c 'train --device "$FENCER_SLOT"'`,
 		Args: nameAndCommand("the lock's"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := kind.check(cmd); err != nil {
+				return err
+			}
 			if err := graceFlag(cmd, &grace, ttl); err != nil {
 				return err
 			}
-			return a.runLocked(cmd.Context(), args[0], commandOf(args), ttl, wait, grace)
+			return a.runLocked(cmd.Context(), kind, args[0], commandOf(args), ttl, wait, grace)
 		},
 	}
 	// Everything after NAME belongs to the command, "--" or not.
@@ -65,13 +88,56 @@ running out); 126 if the command cannot be run; 127 if it is not found.`,
 	cmd.Flags().DurationVar(&grace, "grace", 0, "SIGTERM the command when this much of the lease's validity is left without a renewal, SIGKILL it this long later or at the end of the validity (default a third of --ttl)")
 	// --kill-after let the command outlive the lease by up to 10s; the
 	// stop is now bounded by the validity, and --grace sets the rest.
+	cmd.Flags().BoolVar(&kind.shared, "shared", false, "take the read side of the read-write lock NAME: shared with other --shared holders")
+	cmd.Flags().BoolVar(&kind.write, "write", false, "take the write side of the read-write lock NAME: alone, after every reader")
+	cmd.Flags().IntVar(&kind.permits, "permits", 0, "take one of the `N` permits of the semaphore NAME; its slot is in $FENCER_SLOT")
 	cmd.Flags().DurationVar(&killAfter, "kill-after", 0, "ignored (deprecated): the command is now always killed by the end of the lease's validity; see --grace")
 	return cmd
 }
 
+// lockKind is the kind of lock fencer lock takes: a plain lock, a side of
+// a read-write lock, or a permit of a semaphore.
+type lockKind struct {
+	shared, write bool
+	permits       int // a permit of a semaphore of permits permits if not 0
+}
+
+// maxPermits is the server's bound on a semaphore's permits.
+const maxPermits = 1024
+
+// check refuses flags that contradict each other.
+func (k lockKind) check(cmd *cobra.Command) error {
+	var set []string
+	for _, f := range []string{"shared", "write", "permits"} {
+		if cmd.Flags().Changed(f) {
+			set = append(set, "--"+f)
+		}
+	}
+	if len(set) > 1 {
+		return usage("%s exclude each other: a lock is either a read-write lock (--shared to read, --write to write) or a semaphore (--permits)", strings.Join(set, " and "))
+	}
+	if cmd.Flags().Changed("permits") && (k.permits < 1 || k.permits > maxPermits) {
+		return usage("--permits %d: a semaphore has 1 to %d permits", k.permits, maxPermits)
+	}
+	return nil
+}
+
+// describe names the lock name of kind k in messages.
+func (k lockKind) describe(name string, l *client.Lease) string {
+	switch {
+	case k.shared:
+		return fmt.Sprintf("the read lock %q", name)
+	case k.write:
+		return fmt.Sprintf("the write lock %q", name)
+	case k.permits > 0:
+		return fmt.Sprintf("permit %d of the semaphore %q", l.Slot(), name)
+	}
+	return fmt.Sprintf("the lock %q", name)
+}
+
 // runLocked takes the lock, runs argv under it and returns the command's
 // exit status as an *exitError (or nil for 0).
-func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wait, grace time.Duration) error {
+func (a *app) runLocked(ctx context.Context, kind lockKind, name string, argv []string, ttl, wait, grace time.Duration) error {
 	// A command that cannot run fails before the lock is taken.
 	path, err := lookCommand(argv[0])
 	if err != nil {
@@ -87,7 +153,7 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	// start of the command.
 	sigs, stopSignals := catchSignals()
 	defer stopSignals()
-	lease, err := a.lockLease(ctx, c, name, ttl, wait)
+	lease, err := a.lockLease(ctx, c, kind, name, ttl, wait)
 	if err != nil {
 		return &exitError{code: exitLockFail, err: err}
 	}
@@ -97,11 +163,14 @@ func (a *app) runLocked(ctx context.Context, name string, argv []string, ttl, wa
 	child := exec.Command(path, argv[1:]...)
 	child.Args[0] = argv[0]
 	child.Env = append(os.Environ(), "FENCER_TOKEN="+strconv.FormatUint(lease.Token(), 10), "FENCER_LOCK="+name)
+	if kind.permits > 0 {
+		child.Env = append(child.Env, "FENCER_SLOT="+strconv.Itoa(lease.Slot()))
+	}
 	child.Stdin, child.Stdout, child.Stderr = a.stdin, a.stdout, a.stderr
 	// Output still held open by the command's own children after it exits
 	// does not hold up fencer for long.
 	child.WaitDelay = time.Second
-	s := &supervisor{hold: lease, grace: grace, what: fmt.Sprintf("the lock %q", name), cause: lease.Err, stderr: a.stderr}
+	s := &supervisor{hold: lease, grace: grace, what: kind.describe(name, lease), cause: lease.Err, stderr: a.stderr}
 	return s.run(child, sigs)
 }
 
@@ -120,7 +189,7 @@ func lookCommand(name string) (string, error) {
 }
 
 // lockLease waits for the lock; SIGINT, SIGTERM and SIGHUP stop the wait.
-func (a *app) lockLease(ctx context.Context, c *client.Client, name string, ttl, wait time.Duration) (*client.Lease, error) {
+func (a *app) lockLease(ctx context.Context, c *client.Client, kind lockKind, name string, ttl, wait time.Duration) (*client.Lease, error) {
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	if wait > 0 {
@@ -128,7 +197,16 @@ func (a *app) lockLease(ctx context.Context, c *client.Client, name string, ttl,
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	return c.Acquire(ctx, name, client.WithTTL(ttl), client.WithAutoRenew())
+	opts := []client.LeaseOption{client.WithTTL(ttl), client.WithAutoRenew()}
+	switch {
+	case kind.shared:
+		return c.NewRWMutex(name, opts...).RLock(ctx)
+	case kind.write:
+		return c.NewRWMutex(name, opts...).Lock(ctx)
+	case kind.permits > 0:
+		return c.NewSemaphore(name, kind.permits, opts...).Acquire(ctx)
+	}
+	return c.Acquire(ctx, name, opts...)
 }
 
 // release releases the lease after the command ended. A failure is only
