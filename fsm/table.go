@@ -473,24 +473,20 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 // key's holders), and, if c's waiter was granted a shared key, r's Holder to
 // its holder.
 func (t *Table) setResultLease(r *Result, c *Command) {
-	defer func() {
-		if r.Holder != nil {
-			// A copy: the table's own changes under its lock, and the
-			// result is read outside it.
-			hc := *r.Holder
-			r.Holder = &hc
+	if l := t.locks[c.Key]; l != nil {
+		r.Lease = *l
+		if l.Shared != nil {
+			r.Lease.Shared = nil
+			if r.Waiter == WaiterGranted {
+				r.Holder = l.Shared.byOwner(c.Waiter.Owner, c.Waiter.Session)
+			}
 		}
-	}()
-	l := t.locks[c.Key]
-	if l == nil {
-		return
 	}
-	r.Lease = *l
-	if l.Shared != nil {
-		r.Lease.Shared = nil
-		if r.Waiter == WaiterGranted {
-			r.Holder = l.Shared.byOwner(c.Waiter.Owner, c.Waiter.Session)
-		}
+	if r.Holder != nil {
+		// A copy: the table's own changes under its lock, and the result
+		// is read outside it.
+		hc := *r.Holder
+		r.Holder = &hc
 	}
 }
 
