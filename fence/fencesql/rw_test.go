@@ -5,51 +5,22 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/fencerlock/fencer/fence"
 	"github.com/fencerlock/fencer/fence/fencesql"
 	"github.com/fencerlock/fencer/internal/fencetest"
 )
 
-// rwStep is one operation of a scripted history: a read or a write with a
-// token, and the token that refuses it (0 if admitted). The histories are
-// fence.RWMemory's (fence/rw_test.go), the reference, with tokens that fit
-// a BIGINT.
-type rwStep struct {
-	write     bool
-	token     uint64
-	staleOver uint64
-}
-
-func read(token, staleOver uint64) rwStep  { return rwStep{false, token, staleOver} }
-func write(token, staleOver uint64) rwStep { return rwStep{true, token, staleOver} }
-
-var rwCases = []struct {
-	name         string
-	steps        []rwStep
-	wantW, wantH uint64
-}{
-	{"fresh resource: a read", []rwStep{read(4, 0)}, 0, 4},
-	{"fresh resource: a write", []rwStep{write(4, 0)}, 4, 4},
-	{"token zero on a fresh resource", []rwStep{read(0, 0), write(0, 0)}, 0, 0},
-	{"paused reader", []rwStep{read(5, 0), read(7, 0), write(9, 0), read(5, 9), read(7, 9), read(9, 0)}, 9, 9},
-	{"paused writer", []rwStep{
-		write(5, 0), read(8, 0), read(9, 0), write(5, 9),
-		write(12, 0), write(5, 12), read(8, 12), read(9, 12), read(12, 0),
-	}, 12, 12},
-	{"readers hold together", []rwStep{read(8, 0), read(7, 0), read(8, 0), read(6, 0)}, 0, 8},
-	{"a write equal to W is a retry", []rwStep{write(9, 0), write(9, 0), write(9, 0)}, 9, 9},
-	{"a writer reads its own writes", []rwStep{write(9, 0), read(9, 0), write(9, 0)}, 9, 9},
-	{"downgrade, readers join", []rwStep{write(9, 0), read(9, 0), read(11, 0), write(9, 11), read(9, 0)}, 9, 11},
-	{"a write below a reader's token", []rwStep{read(20, 0), write(19, 20), write(21, 0), read(20, 21)}, 21, 21},
-	{"a refusal changes nothing", []rwStep{write(10, 0), read(3, 10), write(4, 10), read(10, 0)}, 10, 10},
-	{"large tokens", []rwStep{write(1<<53+1, 0), read(1<<53, 1<<53+1), read(1<<63-1, 0), write(1<<63-2, 1<<63-1), write(1<<63-1, 0)}, 1<<63 - 1, 1<<63 - 1},
-}
+// rwCases are fencetest's scripted histories, with the largest tokens a
+// BIGINT holds.
+var rwCases = append(fencetest.RWCases(), fencetest.RWCase{
+	Name: "large tokens",
+	Steps: []fencetest.RWStep{fencetest.Write(1<<53+1, 0), fencetest.Read(1<<53, 1<<53+1), fencetest.Read(1<<63-1, 0),
+		fencetest.Write(1<<63-2, 1<<63-1), fencetest.Write(1<<63-1, 0)},
+	WantW: 1<<63 - 1, WantH: 1<<63 - 1,
+})
 
 // newRW creates the RW tokens table and a table doc (id, body) whose body a
 // write sets to its token.
@@ -95,46 +66,46 @@ func TestRWTokensCases(t *testing.T) {
 		ctx := context.Background()
 		rw := newRW(t, b)
 		for i, tc := range rwCases {
-			t.Run(tc.name, func(t *testing.T) {
+			t.Run(tc.Name, func(t *testing.T) {
 				r := fmt.Sprintf("doc%d", i)
 				if _, _, ok, err := rw.Tokens(ctx, b.db, r); ok || err != nil {
 					t.Fatalf("Tokens of a new resource: %v, %v", ok, err)
 				}
 				var last uint64
-				for j, st := range tc.steps {
+				for j, st := range tc.Steps {
 					ran := false
 					var got uint64
 					var err error
-					if st.write {
-						err = rw.DoWrite(ctx, b.db, r, st.token, func(tx *sql.Tx) error {
+					if st.Write {
+						err = rw.DoWrite(ctx, b.db, r, st.Token, func(tx *sql.Tx) error {
 							ran = true
-							return writeDoc(ctx, tx, r, st.token)
+							return writeDoc(ctx, tx, r, st.Token)
 						})
 					} else {
-						err = rw.DoRead(ctx, b.db, r, st.token, func(tx *sql.Tx) error {
+						err = rw.DoRead(ctx, b.db, r, st.Token, func(tx *sql.Tx) error {
 							ran = true
 							return readDoc(ctx, tx, r, &got)
 						})
 					}
-					if st.staleOver != 0 {
+					if st.StaleOver != 0 {
 						if ran {
 							t.Fatalf("step %d: refused operation ran", j)
 						}
-						fencetest.WantStale(t, err, r, st.token, st.staleOver)
+						fencetest.WantStale(t, err, r, st.Token, st.StaleOver)
 						continue
 					}
 					if err != nil || !ran {
-						t.Fatalf("step %d (write %v, token %d): %v, ran %v", j, st.write, st.token, err, ran)
+						t.Fatalf("step %d (write %v, token %d): %v, ran %v", j, st.Write, st.Token, err, ran)
 					}
-					if st.write {
-						last = st.token
+					if st.Write {
+						last = st.Token
 					} else if got != last {
-						t.Fatalf("step %d: read %d saw %d, want %d", j, st.token, got, last)
+						t.Fatalf("step %d: read %d saw %d, want %d", j, st.Token, got, last)
 					}
 				}
 				w, h, ok, err := rw.Tokens(ctx, b.db, r)
-				if w != tc.wantW || h != tc.wantH || !ok || err != nil {
-					t.Errorf("Tokens = %d, %d, %v, %v; want W %d, H %d", w, h, ok, err, tc.wantW, tc.wantH)
+				if w != tc.WantW || h != tc.WantH || !ok || err != nil {
+					t.Errorf("Tokens = %d, %d, %v, %v; want W %d, H %d", w, h, ok, err, tc.WantW, tc.WantH)
 				}
 			})
 		}
@@ -241,104 +212,50 @@ func TestRWTokensConcurrent(t *testing.T) {
 			_, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO oplog (token, is_write, saw) VALUES (%d, %d, %d)`, token, w, saw))
 			return err
 		}
-		// About a third of the tokens are writers, never two in a row, and the
-		// newest, whose writes are never refused.
-		writers := map[uint64]bool{holders: true}
-		for tok := uint64(2); tok < holders-1; tok++ {
-			if !writers[tok-1] && rand.IntN(3) == 0 {
-				writers[tok] = true
+		writers := fencetest.RWWriters(holders)
+		refused := fencetest.RWHolders(t, holders, ops, writers, func(write bool, token uint64) error {
+			if write {
+				return rw.DoWrite(ctx, b.db, "doc", token, func(tx *sql.Tx) error {
+					if err := writeDoc(ctx, tx, "doc", token); err != nil {
+						return err
+					}
+					return logOp(tx, token, true, token)
+				})
 			}
-		}
-		var mu sync.Mutex
-		refused := map[uint64]int{}
-		var wg sync.WaitGroup
-		for h := 1; h <= holders; h++ {
-			token := uint64(h)
-			wg.Go(func() {
-				time.Sleep(time.Duration(h-1) * 2 * time.Millisecond)
-				for i := range ops {
-					if rand.IntN(3) == 0 {
-						time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
-					}
-					var err error
-					if writers[token] && i%2 == 0 {
-						err = rw.DoWrite(ctx, b.db, "doc", token, func(tx *sql.Tx) error {
-							if err := writeDoc(ctx, tx, "doc", token); err != nil {
-								return err
-							}
-							return logOp(tx, token, true, token)
-						})
-					} else {
-						err = rw.DoRead(ctx, b.db, "doc", token, func(tx *sql.Tx) error {
-							var saw uint64
-							if err := readDoc(ctx, tx, "doc", &saw); err != nil {
-								return err
-							}
-							return logOp(tx, token, false, saw)
-						})
-					}
-					var stale *fence.StaleTokenError
-					switch {
-					case err == nil:
-					case errors.As(err, &stale) && stale.Token == token && stale.Highest > token:
-						mu.Lock()
-						refused[token]++
-						mu.Unlock()
-					default:
-						t.Errorf("holder %d, operation %d: %v", token, i, err)
-						return
-					}
+			return rw.DoRead(ctx, b.db, "doc", token, func(tx *sql.Tx) error {
+				var saw uint64
+				if err := readDoc(ctx, tx, "doc", &saw); err != nil {
+					return err
 				}
+				return logOp(tx, token, false, saw)
 			})
-		}
-		wg.Wait()
+		})
 
 		rows, err := b.db.QueryContext(ctx, `SELECT token, is_write, saw FROM oplog ORDER BY seq`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rows.Close()
-		var maxW, maxAll uint64
-		reads, writes := 0, 0
+		// A read must also have seen the last write before it.
+		var landed []fencetest.RWStep
+		var maxW uint64
 		for rows.Next() {
 			var tok, isWrite, saw int64
 			if err := rows.Scan(&tok, &isWrite, &saw); err != nil {
 				t.Fatal(err)
 			}
 			token := uint64(tok)
-			if isWrite == 1 {
-				if token < maxAll {
-					t.Fatalf("write %d took effect after an operation with token %d", token, maxAll)
-				}
-				maxW = token
-				writes++
-			} else {
-				if token < maxW {
-					t.Fatalf("read %d took effect after write %d", token, maxW)
-				}
-				if uint64(saw) != maxW {
-					t.Fatalf("read %d saw %d, want the last write %d", token, saw, maxW)
-				}
-				reads++
+			landed = append(landed, fencetest.RWStep{Write: isWrite == 1, Token: token})
+			switch {
+			case isWrite == 1:
+				maxW = max(maxW, token)
+			case uint64(saw) != maxW && token >= maxW:
+				t.Fatalf("read %d saw %d, want the last write %d", token, saw, maxW)
 			}
-			maxAll = max(maxAll, token)
 		}
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
-		total := reads + writes
-		for tok, n := range refused {
-			if tok >= maxAll || (!writers[tok] && tok >= maxW) {
-				t.Errorf("holder %d (writer %v) was refused %d times, but the highest token landed is %d, the highest write %d", tok, writers[tok], n, maxAll, maxW)
-			}
-			total += n
-		}
-		if total != holders*ops {
-			t.Errorf("%d operations took effect or were refused, want %d", total, holders*ops)
-		}
-		if writes == 0 {
-			t.Errorf("%d reads and %d writes took effect", reads, writes)
-		}
-		t.Logf("%d writers, %d reads and %d writes took effect", len(writers), reads, writes)
+		fencetest.CheckRWHistory(t, landed, refused, holders, ops, writers)
 	})
 }
