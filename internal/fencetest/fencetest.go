@@ -1,7 +1,8 @@
 // Package fencetest holds the checks the tests of fence's validators share
 // (fence.Memory, fencesql, fenceredis, fencehttp): a refusal's fields, and
 // holders with interleaved tokens writing at once, whose landed writes must
-// be in token order.
+// be in token order; and for the read-write validators (rw.go) the
+// scripted histories and readers and writers at once.
 package fencetest
 
 import (
