@@ -296,21 +296,7 @@ func (w *workload) client(id int, conns []*conn, mu *sync.Mutex, stopped *atomic
 	}
 	c := conns[id]
 	// redial replaces a connection left in an unknown state by an error.
-	redial := func() bool {
-		c.Close()
-		nc, err := dial(cfg.Addrs[id%len(cfg.Addrs)], cfg.OpTimeout)
-		if err != nil {
-			return false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped.Load() {
-			nc.Close()
-			return false
-		}
-		conns[id], c = nc, nc
-		return true
-	}
+	redial := w.redialer(id, conns, mu, stopped, &c)
 
 	for seq := uint64(0); ; seq++ {
 		if stopped.Load() || !time.Now().Before(w.end) {
@@ -368,29 +354,60 @@ func (w *workload) client(id int, conns []*conn, mu *sync.Mutex, stopped *atomic
 			*lastTok = tok
 		}
 
-		n, err := c.Release(name, owner, t1.Add(cfg.OpTimeout))
-		t2 := time.Now()
-		if err == nil && n != 1 {
-			err = errNotOwner
-		}
-		if err != nil {
-			if stopped.Load() {
-				return
-			}
-			st.fail(fmt.Errorf("release %s: %w", name, err), measured)
-			if _, server := err.(ServerError); !server && !errors.Is(err, errNotOwner) {
-				if !redial() {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			continue
-		}
-		if measured && !t2.After(w.end) {
-			st.ops++
-			st.acq = append(st.acq, t1.Sub(t0))
-			st.rel = append(st.rel, t2.Sub(t1))
+		if w.release(c, name, owner, t0, t1, measured, stopped, redial, st) {
+			return
 		}
 	}
+}
+
+// redialer returns the function a client calls to replace its connection
+// c (conns[id]) after a transport error; it reports false if it could not,
+// or the run stopped.
+func (w *workload) redialer(id int, conns []*conn, mu *sync.Mutex, stopped *atomic.Bool, c **conn) func() bool {
+	cfg := w.cfg
+	return func() bool {
+		(*c).Close()
+		nc, err := dial(cfg.Addrs[id%len(cfg.Addrs)], cfg.OpTimeout)
+		if err != nil {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped.Load() {
+			nc.Close()
+			return false
+		}
+		conns[id], *c = nc, nc
+		return true
+	}
+}
+
+// release releases name, acquired at t0 and granted at t1, and records the
+// pair's latencies if it is measured; it reports true if the run stopped.
+func (w *workload) release(c *conn, name string, owner []byte, t0, t1 time.Time, measured bool, stopped *atomic.Bool, redial func() bool, st *clientStats) bool {
+	n, err := c.Release(name, owner, t1.Add(w.cfg.OpTimeout))
+	t2 := time.Now()
+	if err == nil && n != 1 {
+		err = errNotOwner
+	}
+	if err != nil {
+		if stopped.Load() {
+			return true
+		}
+		st.fail(fmt.Errorf("release %s: %w", name, err), measured)
+		if _, server := err.(ServerError); !server && !errors.Is(err, errNotOwner) {
+			if !redial() {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		return false
+	}
+	if measured && !t2.After(w.end) {
+		st.ops++
+		st.acq = append(st.acq, t1.Sub(t0))
+		st.rel = append(st.rel, t2.Sub(t1))
+	}
+	return false
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -77,21 +77,7 @@ func (w *workload) sharedClient(id int, conns []*conn, mu *sync.Mutex, stopped *
 	st.acq = make(Latencies, 0, 4096)
 	st.rel = make(Latencies, 0, 4096)
 	c := conns[id]
-	redial := func() bool {
-		c.Close()
-		nc, err := dial(cfg.Addrs[id%len(cfg.Addrs)], cfg.OpTimeout)
-		if err != nil {
-			return false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped.Load() {
-			nc.Close()
-			return false
-		}
-		conns[id], c = nc, nc
-		return true
-	}
+	redial := w.redialer(id, conns, mu, stopped, &c)
 	// Clients start at different names, so that they spread over them.
 	for seq := uint64(id); ; seq++ {
 		if stopped.Load() || !time.Now().Before(w.end) {
@@ -134,27 +120,8 @@ func (w *workload) sharedClient(id int, conns []*conn, mu *sync.Mutex, stopped *
 			ks.holders.Add(-1)
 		}
 
-		n, err := c.Release(name, owner, t1.Add(cfg.OpTimeout))
-		t2 := time.Now()
-		if err == nil && n != 1 {
-			err = errNotOwner
-		}
-		if err != nil {
-			if stopped.Load() {
-				return
-			}
-			st.fail(fmt.Errorf("release %s: %w", name, err), measured)
-			if _, server := err.(ServerError); !server && !errors.Is(err, errNotOwner) {
-				if !redial() {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			continue
-		}
-		if measured && !t2.After(w.end) {
-			st.ops++
-			st.acq = append(st.acq, t1.Sub(t0))
-			st.rel = append(st.rel, t2.Sub(t1))
+		if w.release(c, name, owner, t0, t1, measured, stopped, redial, st) {
+			return
 		}
 	}
 }
