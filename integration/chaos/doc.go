@@ -35,7 +35,9 @@
 // which are closed, revoked or abandoned (session_test.go); and an
 // election through the Go client's Election, whose leaders write under
 // their epoch and resign, close or abandon their sessions
-// (election_test.go).
+// (election_test.go); read-write locks whose readers and writers fence a
+// store with the read-write rule, and a semaphore whose permit holders
+// fence per slot (shared_test.go).
 //
 // Checkers: linearizability of acquire, release and status with porcupine
 // (long TTLs); no early expiry (short TTLs, and locks under sessions until
