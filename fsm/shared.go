@@ -94,30 +94,12 @@ func (sh *Shared) freeSlot() uint64 {
 	}
 }
 
-// Compatible reports whether a grant of mode m with permits is of the kind
-// of lock l is (any mode fits a free key).
-func Compatible(l Lease, held bool, m Mode, permits uint64) bool {
-	switch {
-	case !held:
-		return true
-	case l.Kind != KindShared:
-		return m == ModeNone
-	default:
-		return m != ModeNone && l.Shared.kindOf(m, permits)
-	}
-}
-
 // Admits reports whether the held key l would take waiter w now: a shared
 // key of w's kind whose holders let w join (and w not among them). A plain
 // lock or value takes no waiter while held.
 func (l *Lease) Admits(w Waiter) bool {
 	return w.Mode != ModeNone && l.Kind == KindShared && l.Shared.kindOf(w.Mode, w.Permits) &&
 		l.Shared.byOwner(w.Owner, w.Session) == nil && l.Shared.fits(w.Mode)
-}
-
-// HolderOf reports whether owner holds the shared key l under session.
-func (l *Lease) HolderOf(owner string, session uint64) bool {
-	return l.Shared != nil && l.Shared.byOwner(owner, session) != nil
 }
 
 // Holder returns owner's holder of the shared key l under session, or nil.

@@ -653,7 +653,7 @@ func (g *grants) queueBehind(a acquireReq) *waiter {
 	if !held || !g.readyLocked() {
 		return nil
 	}
-	if a.mode != fsm.ModeNone && l.Kind == fsm.KindShared && !l.HolderOf(a.owner, a.session) ||
+	if a.mode != fsm.ModeNone && l.Kind == fsm.KindShared && l.Holder(a.owner, a.session) == nil ||
 		a.mode == fsm.ModeNone && !(l.Owner == a.owner && l.Session == a.session) {
 		return g.enqueueLocked(a)
 	}
