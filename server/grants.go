@@ -475,8 +475,8 @@ func (g *grants) answerWaiterLocked(r *fsm.Result) {
 			g.grantedWaiter = true
 			w.answer(waitOutcome{granted: true, grant: gr})
 		} else {
-			// Its waiter has gone, or another session's took its place
-			// (which a grant under this one is not for).
+			// Its waiter has gone, or one asking for another session or
+			// mode took its place (which this grant is not for).
 			g.abandonedLocked(ownerKey{key, owner}, gr.Token)
 		}
 	case fsm.WaiterRefused:
@@ -496,7 +496,7 @@ func (g *grants) answerWaiterLocked(r *fsm.Result) {
 // renews a holder's acquire with its token); otherwise the grant is revoked by
 // owner and token only, so nothing else is touched.
 func (g *grants) abandonedLocked(ok ownerKey, token uint64) {
-	if g.live[ok] > 0 {
+	if g.mayReturnLocked(ok) {
 		g.undeliveredLocked(ok, token)
 		return
 	}
@@ -557,14 +557,32 @@ func (g *grants) end(ok ownerKey, token uint64) {
 	if t, has := g.undelivered[ok]; has && token != 0 && t == token {
 		delete(g.undelivered, ok)
 	}
-	if g.live[ok] > 0 {
+	if g.live[ok] <= 0 {
+		delete(g.live, ok)
+	}
+	if g.mayReturnLocked(ok) {
 		return
 	}
-	delete(g.live, ok)
 	if t, has := g.undelivered[ok]; has {
 		delete(g.undelivered, ok)
 		g.revokeUndeliveredLocked(ok, t)
 	}
+}
+
+// mayReturnLocked reports whether an acquire of ok in progress may return
+// a grant of the key to the owner that reached no caller: one that is not
+// waiting in the key's queue. A queued waiter is answered only by a hand-off,
+// which never goes to an owner holding the key (the table hands a plain key
+// only when free, and Lease.Admits no holder's owner), so it never returns
+// that grant; it waits for the key the grant holds, and keeping the grant
+// for it would stall it until its wait ends. (It is there when a wait for
+// another mode or session took the place of the one the grant was for.)
+func (g *grants) mayReturnLocked(ok ownerKey) bool {
+	live := g.live[ok]
+	if live > 0 && g.waits.queued(ok.key, ok.owner) {
+		live--
+	}
+	return live > 0
 }
 
 // acquireStep is what plan decided an acquire does next.

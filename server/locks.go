@@ -271,6 +271,14 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		// Unreachable with validated limits; a guard, not a code path.
 		return nil, invalid("command", "its entry of %d bytes exceeds %d", len(data), fsm.MaxEntrySize)
 	}
+	if c.Op == fsm.OpTxn {
+		// A transaction's commands decode under rules of their own (no
+		// session parts); one that does not would stop Apply on every
+		// node, on every replay. Refused here, it is an error to its caller.
+		if _, err := fsm.Decode(data); err != nil {
+			return nil, fmt.Errorf("%w: the transaction does not decode: %v", ErrInvalidArgument, err)
+		}
+	}
 	ch := make(chan applied, 1)
 	id := n.batch.submitAndSend(data, func(r *fsm.Result, err error) {
 		switch {

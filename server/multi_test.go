@@ -105,3 +105,105 @@ func TestAcquireManyOppositeOrdersDoNotDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// A woken multi-key waiter proposes its transaction (marking its keys
+// granting); the node loses readiness before the result returns (failAll
+// empties the queues), then is ready again. The marks must not outlive the
+// transaction: later acquires of the key, at once or waiting, are served.
+// (A regression test of the review of issue 20.)
+func TestMultiGrantingMarksEndWithTheirTransaction(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "x", "P", 10*time.Second)
+	m := &waiter{keys: []string{"x"}, key: "x", owner: "m",
+		done: make(chan waitOutcome, 1), wake: make(chan struct{}, 1)}
+	queued := false
+	step := n.grants.planMany(m, true, &queued)
+	require.Equal(t, actQueue, step.act)
+	ok, err := n.Release(ctx, "x", "P")
+	require.NoError(t, err)
+	require.True(t, ok)
+	select {
+	case <-m.wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not woken")
+	}
+	step = n.grants.planMany(m, true, &queued)
+	require.Equal(t, actPropose, step.act)
+	n.grants.notReady() // readiness lost while the txn is in flight
+	_, _ = n.propose(ctx, step.cmd)
+	n.grants.grantedMany(m)
+	n.grants.withdrawMany(m)
+	require.True(t, n.grants.becomeReady(n.raft.CurrentTerm(), true))
+	_, _ = n.Release(ctx, "x", "m")
+	_, held, err := n.Status(ctx, "x")
+	require.NoError(t, err)
+	require.False(t, held)
+
+	_, ok, err = n.AcquireMany(ctx, MultiAcquire{Keys: []string{"x"}, Owner: "z", TTL: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, ok, "a free key with no waiters is granted")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = n.Release(ctx, "x", "z")
+	}()
+	_, ok, err = n.AcquireMany(ctx, MultiAcquire{Keys: []string{"x"}, Owner: "z2", TTL: 10 * time.Second, Wait: 5 * time.Second})
+	require.NoError(t, err)
+	assert.True(t, ok, "a wait for the key is woken when it is released")
+}
+
+// Several keys at once under a session are refused with a clear error (a
+// transaction's commands carry no session part, so such an entry would not
+// decode on any node), and nothing is taken. (Review of issue 20.)
+func TestAcquireManyRefusesASession(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	s, err := n.OpenSession(ctx, 10*time.Second, "")
+	require.NoError(t, err)
+	_, ok, err := n.AcquireMany(ctx, MultiAcquire{Keys: []string{"a", "b"}, Owner: "o", Session: s})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	assert.False(t, ok)
+	_, err = n.ReleaseMany(ctx, []string{"a", "b"}, "o", s)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	for _, k := range []string{"a", "b"} {
+		_, held, err := n.Status(ctx, k)
+		require.NoError(t, err)
+		assert.False(t, held, k)
+	}
+	// The node still serves both.
+	_, ok, err = n.AcquireMany(ctx, MultiAcquire{Keys: []string{"a", "b"}, Owner: "o", TTL: 10 * time.Second})
+	require.NoError(t, err)
+	assert.True(t, ok)
+}
+
+// ReleaseMany without a session while a session's acquire waits for one of
+// the keys: the transaction must not carry that waiter (a transaction's
+// commands carry no session part); the key still reaches it, by the grant
+// the leader proposes for a free key someone waits for. (Review of issue 20.)
+func TestReleaseManyHandsToASessionWaiter(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "a", "o", 10*time.Second)
+	s, err := n.OpenSession(ctx, 10*time.Second, "")
+	require.NoError(t, err)
+	type res struct {
+		ok  bool
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		_, ok, err := n.AcquireInSession(ctx, s, "a", "w", "", 5*time.Second)
+		ch <- res{ok, err}
+	}()
+	require.Eventually(t, func() bool { return n.grants.waiting() == 1 }, 5*time.Second, 5*time.Millisecond)
+	c, err := n.ReleaseMany(ctx, []string{"a"}, "o", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, c)
+	r := <-ch
+	require.NoError(t, r.err)
+	assert.True(t, r.ok, "the session's waiter gets the key")
+	hs, err := n.Holders(ctx, "a")
+	require.NoError(t, err)
+	require.Len(t, hs, 1)
+	assert.Equal(t, s, hs[0].Session)
+}

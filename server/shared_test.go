@@ -117,3 +117,60 @@ func TestSemaphoreExpiryHandsSlotOn(t *testing.T) {
 }
 
 func (a SharedAcquire) withPermits(n int) SharedAcquire { a.Permits = n; return a }
+
+// A read waiter is handed the key in a release entry; before that entry
+// applies, the same owner's write wait takes the read waiter's place in the
+// queue. The entry's read grant is not the write waiter's: it is not
+// answered with it, and the grant, which no acquire in progress can return
+// (the one queued is answered only by a hand-off), is revoked at once, in an
+// entry that hands the key to the write waiter, rather than stalling it
+// until its wait ends. (A regression test of the review of issue 20.)
+func TestReplacedReadWaitIsNotAnsweredWithItsGrant(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	const ttl, wait = 10 * time.Second, 10 * time.Second
+	_, ok, err := n.AcquireShared(ctx, SharedAcquire{Key: "k", Owner: "W", Mode: fsm.ModeWrite, TTL: ttl})
+	require.NoError(t, err)
+	require.True(t, ok)
+	type res struct {
+		g   Grant
+		ok  bool
+		err error
+	}
+	rch := make(chan res, 1)
+	go func() {
+		g, ok, err := n.AcquireShared(ctx, SharedAcquire{Key: "k", Owner: "O", Mode: fsm.ModeRead, TTL: ttl, Wait: wait})
+		rch <- res{g, ok, err}
+	}()
+	require.Eventually(t, func() bool { return n.grants.waiting() == 1 }, 5*time.Second, 5*time.Millisecond)
+	// Node.release, step 1: the entry names the head waiter (O, read).
+	c := fsm.Command{Op: fsm.OpRelease, Key: "k", Owner: "W", Waiter: n.grants.headWaiter("k")}
+	require.NotNil(t, c.Waiter)
+	require.Equal(t, fsm.ModeRead, c.Waiter.Mode)
+	// Meanwhile O asks for the write lock, waiting: it replaces its read wait.
+	wch := make(chan res, 1)
+	start := time.Now()
+	go func() {
+		g, ok, err := n.AcquireShared(ctx, SharedAcquire{Key: "k", Owner: "O", Mode: fsm.ModeWrite, TTL: ttl, Wait: wait})
+		wch <- res{g, ok, err}
+	}()
+	r := <-rch
+	require.NoError(t, r.err)
+	require.False(t, r.ok, "the read wait was replaced")
+	require.Eventually(t, func() bool { return n.grants.waiting() == 1 }, 5*time.Second, 5*time.Millisecond)
+	// Node.release, step 2: the entry commits, granting O a read hold.
+	_, err = n.propose(ctx, c)
+	require.NoError(t, err)
+	w := <-wch
+	require.NoError(t, w.err)
+	require.True(t, w.ok, "the write wait is granted once the read grant nobody took is revoked")
+	assert.Less(t, time.Since(start), wait/2, "not only when its wait or the read grant's lease ran out")
+	hs, err := n.Holders(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, hs, 1)
+	assert.Equal(t, fsm.ModeWrite, hs[0].Mode, "O holds what it was answered")
+	assert.Equal(t, w.g.Token, hs[0].Token)
+	_, rok, err := n.AcquireShared(ctx, SharedAcquire{Key: "k", Owner: "R2", Mode: fsm.ModeRead, TTL: ttl})
+	require.NoError(t, err)
+	assert.False(t, rok, "no reader joins a writer")
+}

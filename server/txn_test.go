@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -230,4 +231,20 @@ func TestLatchesSerializeTheSameKeys(t *testing.T) {
 	var again held
 	require.NoError(t, ls.lock(quick, []string{"a", "b", "c", "z"}, &again))
 	ls.unlock(&again)
+}
+
+// A transaction that would not decode (its commands carry a session part)
+// is refused before it reaches the log, where it would stop Apply on every
+// node; the node goes on serving.
+func TestUndecodableTxnIsNeverProposed(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	s, err := n.OpenSession(ctx, 10*time.Second, "")
+	require.NoError(t, err)
+	before := n.table.LastIndex()
+	c := fsm.Command{Op: fsm.OpTxn, Txn: &fsm.Txn{Cmds: []fsm.Command{{Op: fsm.OpAcquire, Key: "a", Owner: "o", Session: s}}}}
+	_, err = n.propose(ctx, c)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	assert.Equal(t, before, n.table.LastIndex(), "no entry")
+	mustAcquire(t, n, "a", "o", 10*time.Second)
 }

@@ -108,6 +108,16 @@ func (q *waitQueues) take(key, owner string) *waiter {
 	return nil
 }
 
+// queued reports whether a single-key waiter of owner stands in key's queue.
+func (q *waitQueues) queued(key, owner string) bool {
+	for _, x := range q.byKey[key] {
+		if x.owner == owner && x.keys == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // takeFor removes and returns the waiter for (key, owner) if it acquires
 // under session (zero: none); nil if there is none, or it acquires under
 // another session (it then stays queued).
