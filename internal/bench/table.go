@@ -85,7 +85,8 @@ func speed(r Row) float64 {
 //     (fencer against raft, fencer-1 against raft-1), goal 0.8;
 //   - contended handoffs/s ÷ bare-raft commits/s at 1 client, goal 0.8;
 //   - fencer ÷ etcd, uncontended and contended, goal above 1;
-//   - fencer-1 (and fencer) ÷ redis-aof-always.
+//   - fencer-1 (and fencer) ÷ redis-aof-always;
+//   - a read lock's and a permit's pairs/s ÷ the plain lock's (issue 20).
 func Ratios(rows []Row) []Ratio {
 	s := rowSet{}
 	var counts []int
@@ -151,8 +152,26 @@ func Ratios(rows []Row) []Ratio {
 			}
 		}
 	}
+	// A read lock's and a permit's rate beside the plain lock's, on the
+	// same target and client count.
+	for _, fencer := range []string{"fencer", "fencer-1"} {
+		for _, wl := range []string{ReadShared, Semaphore} {
+			for _, c := range counts {
+				f, ok1 := s.get(fencer, wl, c)
+				u, ok2 := s.get(fencer, Uncontended, c)
+				if ok1 && ok2 {
+					add(Ratio{Name: fmt.Sprintf("%s %s pairs/s ÷ its uncontended plain-lock pairs/s", fencer, wl),
+						Fencer: fencer, Against: plainLock, Workload: wl, Clients: c}, f.OpsPerS, u.OpsPerS)
+				}
+			}
+		}
+	}
 	return out
 }
+
+// plainLock is the Against of a ratio to the same target's uncontended
+// plain-lock row.
+const plainLock = "plain lock"
 
 // targetOrder is the order of targets within a block of the table.
 var targetOrder = []string{"fencer", "fencer-1", "raft", "raft-1", "redis", "redis-aof-always", "redlock",
@@ -192,18 +211,18 @@ func Table(rows []Row) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("| workload | clients | target | pairs/s (raft: commits/s) | handoffs/s | acquire p50 / p99 / p99.9 ms | errors | overlaps / regressions | host CPU % | ÷ bare raft | ÷ etcd | ÷ redis-aof-always |\n")
-	b.WriteString("|---|---:|---|---:|---:|---|---:|---|---:|---:|---:|---:|\n")
+	b.WriteString("| workload | clients | target | pairs/s (raft: commits/s) | handoffs/s | acquire p50 / p99 / p99.9 ms | errors | overlaps / regressions | host CPU % | ÷ bare raft | ÷ etcd | ÷ redis-aof-always | ÷ plain lock |\n")
+	b.WriteString("|---|---:|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(&b, "| %s | %d | %s | error: %s | | | | | | | | |\n", r.Workload, r.Clients, r.Target, strings.ReplaceAll(r.Error, "|", "/"))
+			fmt.Fprintf(&b, "| %s | %d | %s | error: %s | | | | | | | | | |\n", r.Workload, r.Clients, r.Target, strings.ReplaceAll(r.Error, "|", "/"))
 			continue
 		}
 		hand := ""
 		if r.HandoffsPerS > 0 {
 			hand = fmt.Sprintf("%.0f", r.HandoffsPerS)
 		}
-		var vsRaft, vsEtcd, vsRedis string
+		var vsRaft, vsEtcd, vsRedis, vsPlain string
 		if strings.HasPrefix(r.Target, "fencer") && r.Workload != "commits" {
 			raft := "raft"
 			if r.Target == "fencer-1" {
@@ -212,10 +231,11 @@ func Table(rows []Row) string {
 			vsRaft = find(r.Target, raft, r.Workload, r.Clients)
 			vsEtcd = find(r.Target, "etcd", r.Workload, r.Clients)
 			vsRedis = find(r.Target, "redis-aof-always", r.Workload, r.Clients)
+			vsPlain = find(r.Target, plainLock, r.Workload, r.Clients)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %s | %s / %s / %s | %d | %d / %d | %.0f | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %s | %s / %s / %s | %d | %d / %d | %.0f | %s | %s | %s | %s |\n",
 			r.Workload, r.Clients, r.Target, r.OpsPerS, hand, ms(r.P50), ms(r.P99), ms(r.P999),
-			r.Errors, r.Overlaps, r.Regressions, r.HostCPUPct, vsRaft, vsEtcd, vsRedis)
+			r.Errors, r.Overlaps, r.Regressions, r.HostCPUPct, vsRaft, vsEtcd, vsRedis, vsPlain)
 	}
 	if len(ratios) > 0 {
 		b.WriteString("\nRatios (goal from issue 8 in brackets; contended compares handoffs/s, or pairs/s with 1 client):\n\n")

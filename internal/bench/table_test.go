@@ -46,15 +46,20 @@ func TestRatios(t *testing.T) {
 		{Target: "redis-aof-always", Workload: Contended, Clients: 1, OpsPerS: 1400},
 		{Target: "etcd", Workload: Contended, Clients: 256, Error: "setup failed"},
 		{Target: "fencer", Workload: Contended, Clients: 256, HandoffsPerS: 900},
+		{Target: "fencer-1", Workload: ReadShared, Clients: 16, OpsPerS: 4500},
+		{Target: "fencer-1", Workload: Semaphore, Clients: 16, OpsPerS: 3000},
+		{Target: "fencer", Workload: Semaphore, Clients: 256, OpsPerS: 3000},
 	}
 	want := map[string]float64{
-		"fencer uncontended pairs/s ÷ (raft commits/s ÷ 2)/16":         0.8, // 2000 / 2500
-		"fencer contended handoffs/s ÷ raft commits/s at 1 client/16":  0.85,
-		"fencer contended handoffs/s ÷ raft commits/s at 1 client/256": 0.9,
-		"fencer ÷ etcd, uncontended pairs/s/16":                        2,
-		"fencer ÷ etcd, contended handoffs/s/16":                       5,
-		"fencer-1 ÷ redis-aof-always, uncontended pairs/s/16":          0.5,
-		"fencer-1 ÷ redis-aof-always, contended pairs/s/1":             0.5,
+		"fencer uncontended pairs/s ÷ (raft commits/s ÷ 2)/16":               0.8, // 2000 / 2500
+		"fencer contended handoffs/s ÷ raft commits/s at 1 client/16":        0.85,
+		"fencer contended handoffs/s ÷ raft commits/s at 1 client/256":       0.9,
+		"fencer ÷ etcd, uncontended pairs/s/16":                              2,
+		"fencer ÷ etcd, contended handoffs/s/16":                             5,
+		"fencer-1 ÷ redis-aof-always, uncontended pairs/s/16":                0.5,
+		"fencer-1 ÷ redis-aof-always, contended pairs/s/1":                   0.5,
+		"fencer-1 rw-read pairs/s ÷ its uncontended plain-lock pairs/s/16":   0.75,
+		"fencer-1 semaphore pairs/s ÷ its uncontended plain-lock pairs/s/16": 0.5,
 	}
 	got := map[string]float64{}
 	for _, r := range Ratios(rows) {
@@ -68,13 +73,18 @@ func TestRatios(t *testing.T) {
 	if _, ok := got["fencer ÷ etcd, contended handoffs/s/256"]; ok {
 		t.Error("a ratio against a failed etcd run")
 	}
+	if _, ok := got["fencer semaphore pairs/s ÷ its uncontended plain-lock pairs/s/256"]; ok {
+		t.Error("a ratio to a plain-lock row that is not there")
+	}
 
 	table := Table(rows)
 	for _, s := range []string{
-		"| uncontended | 16 | fencer | 2000 |  | 0.00 / 0.00 / 0.00 | 0 | 0 / 0 | 0 | 0.80 | 2.00 | 0.17 |",
+		"| uncontended | 16 | fencer | 2000 |  | 0.00 / 0.00 / 0.00 | 0 | 0 / 0 | 0 | 0.80 | 2.00 | 0.17 |  |",
+		"| rw-read | 16 | fencer-1 | 4500 |  | 0.00 / 0.00 / 0.00 | 0 | 0 / 0 | 0 |  |  |  | 0.75 |",
 		"| contended | 256 | etcd | error: setup failed |",
 		"- fencer uncontended pairs/s ÷ (raft commits/s ÷ 2), 16 clients: 0.80 [≥ 0.8: met]",
 		"- fencer-1 ÷ redis-aof-always, uncontended pairs/s, 16 clients: 0.50 [≥ 0.7: NOT met]",
+		"- fencer-1 semaphore pairs/s ÷ its uncontended plain-lock pairs/s, 16 clients: 0.50\n",
 	} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q:\n%s", s, table)

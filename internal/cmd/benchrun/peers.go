@@ -92,6 +92,18 @@ func renamePeerFencer(line []byte) []byte {
 	return b
 }
 
+// peerWorkloads returns the workloads of wls the peers run: the plain
+// lock's (peerbench has no read-write lock or semaphore of Redis or etcd).
+func peerWorkloads(wls []string) []string {
+	var out []string
+	for _, wl := range wls {
+		if wl == bench.Uncontended || wl == bench.Contended {
+			out = append(out, wl)
+		}
+	}
+	return out
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -105,6 +117,10 @@ func contains(list []string, s string) bool {
 // client count and records its JSON lines. run-peers.sh starts and stops its
 // own servers; stopping it (SIGTERM) makes it stop them.
 func runPeers(ctx context.Context, o options, procs *bench.Procs, out *recorder, work string) error {
+	if len(peerWorkloads(o.workloads)) == 0 {
+		logf("peers: none of the workloads %v is a plain lock's; nothing to compare", o.workloads)
+		return nil
+	}
 	dir := filepath.Join(work, "peerbench")
 	if err := copyPeerbench(o.peerbench, dir); err != nil {
 		return err
@@ -125,7 +141,7 @@ func runPeers(ctx context.Context, o options, procs *bench.Procs, out *recorder,
 		}
 		env := []string{
 			"TARGETS=" + o.peerTargets,
-			"WORKLOADS=" + strings.Join(o.workloads, " "),
+			"WORKLOADS=" + strings.Join(peerWorkloads(o.workloads), " "),
 			"CLIENTS=" + strconv.Itoa(clients),
 			"KEYS=1",
 			"DURATION=" + o.duration.String(),
