@@ -185,3 +185,67 @@ func TestClientCLILockFlagsExclude(t *testing.T) {
 		}
 	}
 }
+
+// A semaphore of 3 under 20 processes (issue 20, "Must show"): twenty
+// fencer lock --permits 3 processes (the Go client) against a three-node
+// cluster of fencerd processes, whose leader is killed with SIGKILL once
+// some of them have run. Every command runs, never more than 3 at once, no
+// two at once in the same slot, and some run after the kill.
+func TestClientCLISemaphoreOfThreeUnderTwentyProcesses(t *testing.T) {
+	const processes, permits = 20, 3
+	cl := startNodeCluster(t, 3)
+	bin := clFencerBin(t)
+	events := filepath.Join(t.TempDir(), "events")
+	var addrs []string
+	for _, d := range cl.nodes {
+		addrs = append(addrs, d.addr)
+	}
+	// FENCER_ADDR names every node (the last value of a key wins).
+	env := []string{"EVENTS=" + events, "FENCER_ADDR=" + strings.Join(addrs, ",")}
+	hold := `echo "start $FENCER_TOKEN $FENCER_SLOT" >> "$EVENTS"; sleep 0.4; echo "end $FENCER_TOKEN" >> "$EVENTS"`
+	permit := []string{"lock", "--permits", strconv.Itoa(permits), "--ttl", "5s", "sem", "--", "sh", "-c", hold}
+	runs := make([][]string, processes)
+	for i := range runs {
+		runs[i] = permit
+	}
+	type ran struct {
+		codes   []int
+		stderrs []string
+	}
+	done := make(chan ran, 1)
+	go func() {
+		codes, stderrs := clRunAll(t, bin, cl.nodes[0], env, runs...)
+		done <- ran{codes, stderrs}
+	}()
+	starts := func() int {
+		b, _ := os.ReadFile(events)
+		return strings.Count(string(b), "start ")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for starts() < 2*permits {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d commands started in 30s", starts())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cl.killLeader(t)
+	before := starts()
+	r := <-done
+	for i, c := range r.codes {
+		if c != 0 {
+			t.Fatalf("process %d of fencer lock --permits %d exited %d: %s", i, permits, c, r.stderrs[i])
+		}
+	}
+	most, sameSlot := clEvents(t, events, processes)
+	b, _ := os.ReadFile(events)
+	if most > permits || sameSlot {
+		t.Fatalf("%d commands ran at once (at most %d allowed), same slot at once %v:\n%s", most, permits, sameSlot, b)
+	}
+	if most < 2 {
+		t.Fatalf("at most %d command ran at once: the processes did not share the semaphore:\n%s", most, b)
+	}
+	if after := processes - before; after < permits {
+		t.Fatalf("only %d commands started after the leader was killed", after)
+	}
+	t.Logf("%d commands, at most %d at once, %d started after the kill", processes, most, processes-before)
+}
