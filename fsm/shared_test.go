@@ -154,3 +154,24 @@ func TestSharedEncoding(t *testing.T) {
 		assert.ErrorIs(t, err, ErrBadEntry, "%+v", c)
 	}
 }
+
+// Has and Peek read a key in place: Peek sees the table's own holders (Get
+// copies them), and nil for a key that is not there.
+func TestHasAndPeek(t *testing.T) {
+	a := newApplier()
+	assert.False(t, a.t.Has("k"))
+	a.t.Peek("k", func(l *Lease) { assert.Nil(t, l) })
+	a.apply(t, rlock("k", "r1"))
+	a.apply(t, rlock("k", "r2"))
+	assert.True(t, a.t.Has("k"))
+	var seen []*Holder
+	a.t.Peek("k", func(l *Lease) {
+		require.NotNil(t, l)
+		seen = l.Shared.Holders
+	})
+	require.Len(t, seen, 2)
+	got, ok := a.t.Get("k")
+	require.True(t, ok)
+	assert.NotSame(t, seen[0], got.Shared.Holders[0], "Get copies the holders")
+	assert.Equal(t, *seen[0], *got.Shared.Holders[0])
+}

@@ -716,6 +716,24 @@ func (t *Table) Get(key string) (Lease, bool) {
 	return l.copy(), true
 }
 
+// Has reports whether key is in the table, without copying its lease.
+func (t *Table) Has(key string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	_, ok := t.locks[key]
+	return ok
+}
+
+// Peek calls f with key's lease, nil if there is none, under the table's
+// read lock and without copying it (a shared key's holders included, which
+// Get copies). f must not change the lease, keep it or anything it points
+// to, or call the table.
+func (t *Table) Peek(key string, f func(l *Lease)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	f(t.locks[key])
+}
+
 // SetDeadline records the node-local deadline of key's lease if it is still
 // the lease ref names; it reports whether it was.
 func (t *Table) SetDeadline(key string, ref LeaseRef, deadline int64) bool {

@@ -254,7 +254,7 @@ func (g *grants) lease(key string) (l fsm.Lease, held bool, remaining time.Durat
 // to the table (Config.MaxLocks, the quotas); pending counts keys the same
 // request adds before it. A key already in the table passes.
 func (g *grants) checkNewLocked(key string, pending int) error {
-	if _, inTable := g.table.Get(key); inTable {
+	if g.table.Has(key) {
 		return nil
 	}
 	if g.table.Len()+pending >= g.maxLocks {
@@ -440,7 +440,9 @@ func (g *grants) grantHeadLocked(key string) {
 	if w == nil {
 		return
 	}
-	if l, held := g.table.Get(key); held && !l.Admits(*w) {
+	admits := true
+	g.table.Peek(key, func(l *fsm.Lease) { admits = l == nil || l.Admits(*w) })
+	if !admits {
 		return
 	}
 	g.granting[key] = true

@@ -220,7 +220,7 @@ func (g *grants) withdrawMany(m *waiter) {
 // key's queue, every key free, no grant in flight.
 func (g *grants) wakeManyLocked(m *waiter) {
 	for _, k := range m.keys {
-		if _, held := g.table.Get(k); held || g.waits.head(k) != m || g.granting[k] {
+		if g.table.Has(k) || g.waits.head(k) != m || g.granting[k] {
 			return
 		}
 	}

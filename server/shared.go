@@ -53,15 +53,40 @@ func (n *Node) AcquireShared(ctx context.Context, a SharedAcquire) (Grant, bool,
 func (g *grants) planSharedLocked(a acquireReq, waits bool) acquireStep {
 	key := a.key
 	c := fsm.Command{Op: fsm.OpAcquire, Key: key, Owner: a.owner, TTL: a.ttl, Session: a.session, Mode: a.mode, Permits: a.permits}
-	l, held := g.table.Get(key)
-	if held {
-		if err := sharedMismatch(l, a); err != nil {
-			return acquireStep{act: actFail, err: err}
+	// What the plan needs of the key, read in place: copying a key with
+	// many holders for every acquire costs more than the rest of it.
+	var (
+		held, admits bool
+		mismatch     error
+		own          *fsm.Holder   // a copy of the owner's holder
+		room         *fsm.LeaseRef // a holder whose lease ran out here and whose going makes room
+	)
+	now := time.Now()
+	g.table.Peek(key, func(l *fsm.Lease) {
+		if l == nil {
+			return
 		}
-	}
-	var own *fsm.Holder
-	if held {
-		own = l.Holder(a.owner, a.session)
+		held = true
+		if mismatch = sharedMismatch(*l, a); mismatch != nil {
+			return
+		}
+		if h := l.Holder(a.owner, a.session); h != nil {
+			hc := *h
+			own = &hc
+		}
+		if admits = l.Admits(fsm.Waiter{Owner: a.owner, Session: a.session, Mode: a.mode, Permits: a.permits}); admits {
+			return
+		}
+		for _, h := range l.Shared.Holders {
+			if h.Session == 0 && g.leases.remaining(h.Lease, now) <= 0 && (a.mode != fsm.ModeWrite || len(l.Shared.Holders) == 1) {
+				ref := h.Ref()
+				room = &ref
+				break
+			}
+		}
+	})
+	if mismatch != nil {
+		return acquireStep{act: actFail, err: mismatch}
 	}
 	if own != nil && own.Mode == fsm.ModeRead && a.mode == fsm.ModeWrite {
 		return acquireStep{act: actFail, err: invalid("owner", "holds a read lock on %s; a read lock cannot be upgraded (release it, then take the write lock)", key)}
@@ -75,7 +100,6 @@ func (g *grants) planSharedLocked(a acquireReq, waits bool) acquireStep {
 			return acquireStep{act: actFail, err: fmt.Errorf("%w: the session holds its maximum of %d locks", ErrLimit, g.maxSessionLocks)}
 		}
 	}
-	now := time.Now()
 	queued := g.waits.head(key) != nil
 	ownExpired := own != nil && own.Session == 0 && g.leases.remaining(own.Lease, now) <= 0
 	switch {
@@ -93,17 +117,10 @@ func (g *grants) planSharedLocked(a acquireReq, waits bool) acquireStep {
 		// ends in the same entry and the acquire is a new grant.
 		ref := own.Ref()
 		c.Lease = &ref
-	case held && !l.Admits(fsm.Waiter{Owner: a.owner, Session: a.session, Mode: a.mode, Permits: a.permits}):
+	case held && !admits:
 		// A holder whose lease ran out here and whose going makes room
 		// ends in the same entry; otherwise the key is full.
-		for _, h := range l.Shared.Holders {
-			if h.Session == 0 && g.leases.remaining(h.Lease, now) <= 0 && (a.mode != fsm.ModeWrite || len(l.Shared.Holders) == 1) {
-				ref := h.Ref()
-				c.Lease = &ref
-				break
-			}
-		}
-		if c.Lease == nil {
+		if c.Lease = room; c.Lease == nil {
 			if waits {
 				return acquireStep{act: actQueue, waiter: g.enqueueLocked(a)}
 			}

@@ -169,7 +169,7 @@ func (tx *Tx) Acquire(key, owner string, ttl time.Duration, redis bool) (bool, e
 	var queued, inTable bool
 	n.grants.locked(func() {
 		queued = n.grants.waits.head(key) != nil
-		_, inTable = n.table.Get(key)
+		inTable = n.table.Has(key)
 	})
 	if queued && (!held || l.Owner != owner) {
 		return false, nil
