@@ -482,3 +482,29 @@ func TestAcquireAllOppositeOrdersDoNotDeadlock(t *testing.T) {
 		t.Fatalf("grants %v", got)
 	}
 }
+
+// A set's wait keeps its place in every lock's queue across its rounds
+// (half the TTL each, overlapping): a single-lock waiter that comes after
+// it is served after it, however many rounds the set waited.
+func TestAcquireAllKeepsItsPlaceAcrossRounds(t *testing.T) {
+	c := newClient(t)
+	a := mustAcquire(t, c, "keep-a", client.WithTTL(20*time.Second))
+	set := acquired(t, func(ctx context.Context) (*client.Lease, error) {
+		// Rounds of 500 ms, a new one every 250 ms.
+		return c.AcquireAll(ctx, []string{"keep-a", "keep-b"}, client.WithTTL(time.Second), client.WithAutoRenew())
+	})
+	time.Sleep(300 * time.Millisecond) // the set is queued for keep-b too
+	single := acquired(t, func(ctx context.Context) (*client.Lease, error) {
+		return c.Acquire(ctx, "keep-b", client.WithTTL(5*time.Second))
+	})
+	notYet(t, single, 3*time.Second, "Acquire keep-b (the set is first in its queue)")
+	release(t, a)
+	s := within(t, set, 10*time.Second, "AcquireAll after about a dozen rounds")
+	notYet(t, single, 500*time.Millisecond, "Acquire keep-b while the set holds it")
+	release(t, s)
+	b := within(t, single, 10*time.Second, "Acquire keep-b after the set's release")
+	if b.Token() <= s.Token() {
+		t.Fatalf("keep-b's token %d after the set's %d", b.Token(), s.Token())
+	}
+	release(t, b)
+}

@@ -49,18 +49,12 @@ type roundResult struct {
 // Each round runs on a connection of its own, closed if the caller gives
 // up, which takes the waiter out of the server's queue at once.
 //
-// Several keys at once wait in rounds that do not overlap, of up to
-// maxRound each: the server queues such a waiter in every key's queue
-// and does not put a newer wait in an older one's place, so an
-// overlapping round would only queue behind its own elder. A grant that
-// arrives with its validity (counted from the send) spent is renewed by
-// acquireReq.
+// Several keys at once wait the same way: the server puts a newer wait for
+// the same keys by the same owner in the older one's place in every key's
+// queue. A grant that arrives with its validity (counted from the send)
+// spent is renewed by acquireReq.
 func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
-	overlap := q.kind != multiLock
 	round := roundLength(q.ttl)
-	if !overlap {
-		round = maxRound
-	}
 	done := make(chan struct{})
 	defer close(done)
 	results := make(chan roundResult)
@@ -114,15 +108,8 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 	start()
 	next := time.NewTimer(round / 2)
 	defer next.Stop()
-	if !overlap {
-		next.Stop()
-	}
 	// rearm schedules the next overlapping round.
-	rearm := func() {
-		if overlap {
-			next.Reset(round / 2)
-		}
-	}
+	rearm := func() { next.Reset(round / 2) }
 	var failedSince time.Time
 	var last error
 	failures, refusals := 0, 0

@@ -190,6 +190,8 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 		m.done, m.answered = make(chan waitOutcome, 1), false
 		g.waits.addMany(m)
 		*queued = true
+		// In an older wait's place, it may be first now.
+		g.wakeManyLocked(m)
 	}
 	return acquireStep{act: actQueue}
 }

@@ -207,3 +207,62 @@ func TestReleaseManyHandsToASessionWaiter(t *testing.T) {
 	require.Len(t, hs, 1)
 	assert.Equal(t, s, hs[0].Session)
 }
+
+// A newer wait for the same keys by the same owner (a client's next round)
+// takes the older one's place in every queue, which is answered null at
+// once: it is still served before a single-key waiter that came between.
+func TestMultiWaitTakesTheOlderWaitsPlace(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "a", "x", 10*time.Second)
+	type res struct {
+		g   Grant
+		ok  bool
+		err error
+		at  time.Time
+	}
+	many := func(keys ...string) <-chan res {
+		ch := make(chan res, 1)
+		go func() {
+			g, ok, err := n.AcquireMany(ctx, MultiAcquire{Keys: keys, Owner: "o", TTL: 10 * time.Second, Wait: 10 * time.Second})
+			ch <- res{g, ok, err, time.Now()}
+		}()
+		return ch
+	}
+	older := many("a", "b")
+	// waiting counts places in queues: the set has one in each key's.
+	require.Eventually(t, func() bool { return n.grants.waiting() == 2 }, 5*time.Second, 5*time.Millisecond)
+	single := make(chan res, 1)
+	go func() {
+		g, ok, err := n.Acquire(ctx, "b", "s", 10*time.Second, 10*time.Second)
+		single <- res{g, ok, err, time.Now()}
+	}()
+	require.Eventually(t, func() bool { return n.grants.waiting() == 3 }, 5*time.Second, 5*time.Millisecond)
+	newer := many("b", "a") // the same set, named in another order
+	select {
+	case r := <-older:
+		require.NoError(t, r.err)
+		assert.False(t, r.ok, "the older wait is answered null")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the older wait was not answered when the newer took its place")
+	}
+	assert.Equal(t, 3, n.grants.waiting(), "the set's places and the single waiter's, no more")
+	ok, err := n.Release(ctx, "a", "x")
+	require.NoError(t, err)
+	require.True(t, ok)
+	r := <-newer
+	require.NoError(t, r.err)
+	require.True(t, r.ok, "the newer wait, in the older one's place, is granted first")
+	select {
+	case s := <-single:
+		t.Fatalf("the single-key waiter got b (granted %v) while the set held it", s.ok)
+	case <-time.After(200 * time.Millisecond):
+	}
+	released, err := n.ReleaseMany(ctx, []string{"a", "b"}, "o", 0)
+	require.NoError(t, err)
+	assert.Equal(t, 2, released)
+	s := <-single
+	require.NoError(t, s.err)
+	assert.True(t, s.ok)
+	assert.Greater(t, s.g.Token, r.g.Token)
+}

@@ -67,8 +67,22 @@ func (q *waitQueues) head(key string) *waiter {
 }
 
 // addMany queues the multi-key waiter m at the end of each of its keys'
-// queues.
+// queues, or, in place of a waiter for the same keys by the same owner
+// under the same session that has no grant in flight, answering that one
+// null (as add does for one key): a client's newer round of a wait keeps
+// the older one's place in every queue.
 func (q *waitQueues) addMany(m *waiter) {
+	for _, old := range q.byKey[m.keys[0]] {
+		if old != m && old.keys != nil && old.owner == m.owner && old.session == m.session &&
+			len(old.marked) == 0 && slices.Equal(old.keys, m.keys) {
+			for _, k := range m.keys {
+				line := q.byKey[k]
+				line[slices.Index(line, old)] = m
+			}
+			old.answer(waitOutcome{})
+			return
+		}
+	}
 	for _, k := range m.keys {
 		q.byKey[k] = append(q.byKey[k], m)
 	}
