@@ -574,10 +574,11 @@ func (g *grants) end(ok ownerKey, token uint64) {
 // mayReturnLocked reports whether an acquire of ok in progress may return
 // a grant of the key to the owner that reached no caller: one that is not
 // waiting in the key's queue. A queued waiter is answered only by a hand-off,
-// which never goes to an owner holding the key (the table hands a plain key
-// only when free, and Lease.Admits no holder's owner), so it never returns
-// that grant; it waits for the key the grant holds, and keeping the grant
-// for it would stall it until its wait ends. (It is there when a wait for
+// which never returns a grant already made (the table hands a plain key only
+// when free, and a shared key only as a new holder with a new token:
+// Lease.Admits refuses a waiter whose owner holds it under the same
+// session); it waits for the key the grant holds, and keeping the grant for
+// it would stall it until its wait ends. (It is there when a wait for
 // another mode or session took the place of the one the grant was for.)
 func (g *grants) mayReturnLocked(ok ownerKey) bool {
 	live := g.live[ok]
