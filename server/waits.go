@@ -133,8 +133,9 @@ func (q *waitQueues) queued(key, owner string) bool {
 }
 
 // takeFor removes and returns the waiter for (key, owner) if it acquires
-// under session (zero: none); nil if there is none, or it acquires under
-// another session (it then stays queued).
+// under session (zero: none) in mode with permits; nil if there is none, or
+// it asks for another session, mode or number of permits (it then stays
+// queued).
 func (q *waitQueues) takeFor(key, owner string, session uint64, mode fsm.Mode, permits uint64) *waiter {
 	for _, x := range q.byKey[key] {
 		if x.owner == owner && x.keys == nil {
