@@ -360,34 +360,22 @@ func (t *Tokens) CreateTable(ctx context.Context, db Execer) error {
 	return err
 }
 
-// checkResource refuses a resource name that the table cannot hold whole:
-// MySQL outside its strict mode would cut it short, and two names that
-// share the first MySQLResourceMax bytes would then share a token.
-func (t *Tokens) checkResource(resource string) error {
-	if t.dialect == MySQL && len(resource) > MySQLResourceMax {
+// checkResource refuses a resource name that a token table of dialect d
+// cannot hold whole: MySQL outside its strict mode would cut it short, and
+// two names that share the first MySQLResourceMax bytes would then share a
+// token.
+func checkResource(d Dialect, resource string) error {
+	if d == MySQL && len(resource) > MySQLResourceMax {
 		return fmt.Errorf("%w: %d bytes, the most is %d", ErrResourceLength, len(resource), MySQLResourceMax)
 	}
 	return nil
 }
 
-// Admit records token as the highest for resource, inside the caller's
-// transaction tx, if it is at least the highest recorded; otherwise it
-// returns a *fence.StaleTokenError and the caller must roll back. Admit the
-// token before the writes it guards: the row it writes stays locked until tx
-// ends, so writers of the same resource take turns, in token order.
-func (t *Tokens) Admit(ctx context.Context, tx Execer, resource string, token uint64) error {
-	if err := t.checkResource(resource); err != nil {
-		return err
-	}
-	return t.write.run(ctx, tx, resource, resource, token, nil)
-}
-
-// Do runs write in a transaction on db that first admits token for resource
-// (see Admit), and commits it if write returns nil. A stale token, an error
-// from write or a failed commit rolls everything back and is returned; so
-// does a panic in write, which Do re-raises.
-func (t *Tokens) Do(ctx context.Context, db *sql.DB, resource string, token uint64, write func(*sql.Tx) error) error {
-	if err := t.checkResource(resource); err != nil {
+// admitThenRun runs admit and then op in one transaction on db, after
+// checking resource (for dialect d) and token, and commits if both return
+// nil; anything else, a panic included, rolls the transaction back.
+func admitThenRun(ctx context.Context, db *sql.DB, d Dialect, resource string, token uint64, admit, op func(*sql.Tx) error) error {
+	if err := checkResource(d, resource); err != nil {
 		return err
 	}
 	if _, err := toBigint(token); err != nil {
@@ -403,14 +391,36 @@ func (t *Tokens) Do(ctx context.Context, db *sql.DB, resource string, token uint
 			_ = tx.Rollback()
 		}
 	}()
-	if err := t.Admit(ctx, tx, resource, token); err != nil {
+	if err := admit(tx); err != nil {
 		return err
 	}
-	if err := write(tx); err != nil {
+	if err := op(tx); err != nil {
 		return err
 	}
 	committed = true
 	return tx.Commit()
+}
+
+// Admit records token as the highest for resource, inside the caller's
+// transaction tx, if it is at least the highest recorded; otherwise it
+// returns a *fence.StaleTokenError and the caller must roll back. Admit the
+// token before the writes it guards: the row it writes stays locked until tx
+// ends, so writers of the same resource take turns, in token order.
+func (t *Tokens) Admit(ctx context.Context, tx Execer, resource string, token uint64) error {
+	if err := checkResource(t.dialect, resource); err != nil {
+		return err
+	}
+	return t.write.run(ctx, tx, resource, resource, token, nil)
+}
+
+// Do runs write in a transaction on db that first admits token for resource
+// (see Admit), and commits it if write returns nil. A stale token, an error
+// from write or a failed commit rolls everything back and is returned; so
+// does a panic in write, which Do re-raises.
+func (t *Tokens) Do(ctx context.Context, db *sql.DB, resource string, token uint64, write func(*sql.Tx) error) error {
+	return admitThenRun(ctx, db, t.dialect, resource, token, func(tx *sql.Tx) error {
+		return t.Admit(ctx, tx, resource, token)
+	}, write)
 }
 
 // Highest returns the highest token recorded for resource, and false if

@@ -139,41 +139,13 @@ func (t *RWTokens) Tokens(ctx context.Context, db Execer, resource string) (writ
 }
 
 func (t *RWTokens) do(ctx context.Context, db *sql.DB, a rwAdmission, resource string, token uint64, op func(*sql.Tx) error) error {
-	if err := t.checkResource(resource); err != nil {
-		return err
-	}
-	if _, err := toBigint(token); err != nil {
-		return err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback()
-		}
-	}()
-	if err := t.admit(ctx, tx, a, resource, token); err != nil {
-		return err
-	}
-	if err := op(tx); err != nil {
-		return err
-	}
-	committed = true
-	return tx.Commit()
-}
-
-func (t *RWTokens) checkResource(resource string) error {
-	if t.dialect == MySQL && len(resource) > MySQLResourceMax {
-		return fmt.Errorf("%w: %d bytes, the most is %d", ErrResourceLength, len(resource), MySQLResourceMax)
-	}
-	return nil
+	return admitThenRun(ctx, db, t.dialect, resource, token, func(tx *sql.Tx) error {
+		return t.admit(ctx, tx, a, resource, token)
+	}, op)
 }
 
 func (t *RWTokens) admit(ctx context.Context, tx Execer, a rwAdmission, resource string, token uint64) error {
-	if err := t.checkResource(resource); err != nil {
+	if err := checkResource(t.dialect, resource); err != nil {
 		return err
 	}
 	tok, err := toBigint(token)
