@@ -113,20 +113,27 @@ func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte,
 	return keys, args[at+1+n:], true
 }
 
+// ttlAndKeys parses the head FENCE.MACQUIRE and FENCE.MEXTEND share,
+// owner ttl-ms numkeys key [key ...], answering r and reporting false if it
+// is wrong; it returns the TTL, the keys and the arguments after them.
+func ttlAndKeys(r *request) (ttl time.Duration, keys []string, rest [][]byte, ok bool) {
+	if len(r.args) < 5 {
+		wrongArity(r)
+		return 0, nil, nil, false
+	}
+	if ttl, ok = parseMillis(r.args[2]); !ok {
+		writeError(r.c, errNotInteger)
+		return 0, nil, nil, false
+	}
+	keys, rest, ok = multiKeys(r, r.args, 3)
+	return ttl, keys, rest, ok
+}
+
 // macquire: FENCE.MACQUIRE owner ttl-ms numkeys key [key ...] [WAIT ms]
 // [SESSION id] → [token, ttl-ms] or null: every key, or none, in one entry.
 func (b *Bridge) macquire(r *request) {
 	args := r.args
-	if len(args) < 5 {
-		wrongArity(r)
-		return
-	}
-	ttl, ok := parseMillis(args[2])
-	if !ok {
-		writeError(r.c, errNotInteger)
-		return
-	}
-	keys, rest, ok := multiKeys(r, args, 3)
+	ttl, keys, rest, ok := ttlAndKeys(r)
 	if !ok {
 		return
 	}
@@ -145,16 +152,7 @@ func (b *Bridge) macquire(r *request) {
 // the keys were renewed, in one entry.
 func (b *Bridge) mextend(r *request) {
 	args := r.args
-	if len(args) < 5 {
-		wrongArity(r)
-		return
-	}
-	ttl, ok := parseMillis(args[2])
-	if !ok {
-		writeError(r.c, errNotInteger)
-		return
-	}
-	keys, rest, ok := multiKeys(r, args, 3)
+	ttl, keys, rest, ok := ttlAndKeys(r)
 	if !ok {
 		return
 	}
