@@ -267,15 +267,21 @@ func (l *Lease) req() lockReq {
 	return q
 }
 
+// bound returns ctx, also ended (with the lease's cause) when the lease
+// ends; done releases it.
+func (l *Lease) bound(ctx context.Context) (bctx context.Context, done func()) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	return bctx, func() { stop(); cancel(nil) }
+}
+
 func (l *Lease) extend(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
 	// Stop when either the caller or the lease is done.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
-	defer stop()
+	ctx, done := l.bound(ctx)
+	defer done()
 
 	q := l.req()
 	p := retry{attempt: func() time.Duration { return l.attemptTimeout(l.c) }}

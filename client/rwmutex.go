@@ -85,10 +85,8 @@ func (l *Lease) Downgrade(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
-	defer stop()
+	ctx, done := l.bound(ctx)
+	defer done()
 
 	q := l.req()
 	q.kind = readLock
