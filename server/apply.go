@@ -26,6 +26,7 @@ type applier struct {
 func (a *applier) Apply(l *raft.Log) interface{} {
 	a.grants.mu.Lock()
 	res := a.applyLocked(l)
+	a.watches.advancedLocked()
 	a.grants.unlockAndYieldToGranted()
 	return res
 }
@@ -38,6 +39,7 @@ func (a *applier) ApplyBatch(logs []*raft.Log) []interface{} {
 	for i, l := range logs {
 		out[i] = a.applyLocked(l)
 	}
+	a.watches.advancedLocked()
 	a.grants.unlockAndYieldToGranted()
 	return out
 }
@@ -101,12 +103,16 @@ func (s *countedSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (a *applier) Restore(rc io.ReadCloser) error {
 	a.grants.mu.Lock()
-	defer a.grants.mu.Unlock()
 	if err := a.table.Restore(rc); err != nil {
+		a.grants.mu.Unlock()
 		return err
 	}
 	a.snapPos.Store(a.table.Position())
 	a.grants.restoredLocked()
 	a.watches.restoredLocked()
+	a.grants.mu.Unlock()
+	// A test may hold the applier here, between a restore and the entries
+	// after it (faults_enabled.go).
+	faultPoint("restored", a.table)
 	return nil
 }

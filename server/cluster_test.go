@@ -21,6 +21,8 @@ type cluster struct {
 	nodes []*Node
 	trans []*raft.InmemTransport
 	dirs  []string
+	// mod, if set, changes each node's configuration before it opens.
+	mod func(*Config)
 }
 
 // unjoinedCluster connects size in-memory transports and makes their data
@@ -48,7 +50,15 @@ func unjoinedCluster(t *testing.T, size int) *cluster {
 // one cluster.
 func newCluster(t *testing.T, size int) *cluster {
 	t.Helper()
+	return newClusterWith(t, size, nil)
+}
+
+// newClusterWith is newCluster with mod applied to each node's
+// configuration.
+func newClusterWith(t *testing.T, size int, mod func(*Config)) *cluster {
+	t.Helper()
 	c := unjoinedCluster(t, size)
+	c.mod = mod
 	for i := 0; i < size; i++ {
 		c.nodes = append(c.nodes, c.open(i))
 	}
@@ -85,6 +95,9 @@ func (c *cluster) open(i int) *Node {
 	cfg.Join = i != 0
 	cfg.RaftLogLevel = "error"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if c.mod != nil {
+		c.mod(&cfg)
+	}
 	n, err := Open(cfg)
 	require.NoError(c.t, err)
 	c.t.Cleanup(func() { _ = n.Close() })
@@ -111,6 +124,36 @@ func (c *cluster) leader() *Node {
 		return false
 	}, 15*time.Second, 10*time.Millisecond, "no ready leader")
 	return found
+}
+
+// isolate cuts node i off from the others, both ways; heal reconnects it.
+func (c *cluster) isolate(i int) {
+	for j, tr := range c.trans {
+		if j != i {
+			tr.Disconnect(c.trans[i].LocalAddr())
+			c.trans[i].Disconnect(tr.LocalAddr())
+		}
+	}
+}
+
+func (c *cluster) heal(i int) {
+	for j, tr := range c.trans {
+		if j != i {
+			tr.Connect(c.trans[i].LocalAddr(), c.trans[i])
+			c.trans[i].Connect(tr.LocalAddr(), tr)
+		}
+	}
+}
+
+// follower returns an open node that is not n.
+func (c *cluster) follower(n *Node) *Node {
+	for _, m := range c.nodes {
+		if m != nil && m != n {
+			return m
+		}
+	}
+	c.t.Fatal("no other node")
+	return nil
 }
 
 func (c *cluster) index(n *Node) int {

@@ -5,6 +5,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -216,4 +218,74 @@ func TestFaultStepDownBetweenReadyCheckAndQueueing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first waiter was not answered after the step-down")
 	}
+}
+
+// TestFaultWatchResumedOnLaggingFollower: a watcher that saw the events up
+// to p on the leader resumes FROM p-1 (as the Go client does) on a follower
+// that is behind p; the follower then installs a snapshot taken below p.
+// The fault point holds the follower between the restore and the entries
+// after it, when the watch's state, read there, would be older than what
+// the watcher saw. The watch must deliver exactly the leader's events after
+// its FROM: no reset dated below p, nothing twice, nothing missed.
+func TestFaultWatchResumedOnLaggingFollower(t *testing.T) {
+	walSegmentSize = 16 << 10 // so that compaction drops whole segments
+	t.Cleanup(func() { walSegmentSize = 0 })
+	c := newClusterWith(t, 3, func(cfg *Config) { cfg.TrailingLogs = 2 })
+	leader := c.leader()
+	f := c.follower(leader)
+	fi := c.index(f)
+	ctx := ctxT(t)
+	lw := watch(t, leader, "k", leader.table.Position(), true)
+
+	c.isolate(fi)
+	mustAcquire(t, leader, "k", "a", time.Hour)
+	owner := strings.Repeat("o", 1000)
+	for i := 0; i < 50; i++ {
+		mustAcquire(t, leader, fmt.Sprint("fill", i), owner, time.Hour)
+	}
+	require.NoError(t, leader.raft.Snapshot().Error())
+	snapAt := leader.table.Position()
+	_, err := leader.Release(ctx, "k", "a")
+	require.NoError(t, err)
+	mustAcquire(t, leader, "k", "b", time.Hour)
+	var seen []WatchEvent
+	for i := 0; i < 3; i++ {
+		seen = append(seen, next(t, lw))
+	}
+	p := seen[2].Position
+	require.Equal(t, ev{EventGranted, "b", p}, strip(seen[2]))
+	require.Greater(t, p, snapAt)
+	require.Less(t, f.table.Position(), snapAt, "the follower is behind the snapshot")
+
+	restored := make(chan struct{})
+	hold := make(chan struct{})
+	var once sync.Once
+	unset := setFaultPoint("restored", func(arg any) bool {
+		if arg == f.table {
+			once.Do(func() { close(restored); <-hold })
+		}
+		return false
+	})
+	defer unset()
+	released := sync.OnceFunc(func() { close(hold) })
+	defer released()
+
+	fw := watch(t, f, "k", p-1, true)
+	c.heal(fi)
+	select {
+	case <-restored:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower did not install a snapshot")
+	}
+	// Held right after the restore, below p: nothing to deliver yet.
+	require.Less(t, f.table.Position(), p)
+	noEvent(t, fw)
+	released()
+
+	_, err = leader.Release(ctx, "k", "b")
+	require.NoError(t, err)
+	last := next(t, lw)
+	assert.Equal(t, seen[2], next(t, fw), "the event at p again, as asked")
+	assert.Equal(t, last, next(t, fw))
+	noEvent(t, fw)
 }

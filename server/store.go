@@ -34,6 +34,12 @@ type RaftStore interface {
 	io.Closer
 }
 
+// walSegmentSize, if positive, replaces raft-wal's segment size. Tests lower
+// it: raft-wal still serves entries that a snapshot compacted away while they
+// are in its unsealed tail segment, so a follower is sent a snapshot only
+// once the leader's log has moved past a whole segment.
+var walSegmentSize int
+
 // OpenRaftStore opens the log and stable store in dir, creating it if
 // needed. fencerd's nodes and the bare-raft baseline of `make bench` both
 // open their stores here. A directory that holds a raft-boltdb store
@@ -48,7 +54,11 @@ func OpenRaftStore(dir string) (RaftStore, error) {
 		return nil, fmt.Errorf("server: opening raft store: %w", err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(path, wal.WithMetaStore(meta), wal.WithSegmentFiler(segment.NewFiler(path, walFS())))
+	size := wal.WithSegmentSize(walSegmentSize)
+	if walSegmentSize <= 0 {
+		size = func(*wal.WAL) {}
+	}
+	w, err := wal.Open(path, wal.WithMetaStore(meta), wal.WithSegmentFiler(segment.NewFiler(path, walFS())), size)
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("server: opening raft store: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fencerlock/fencer/fsm"
 )
@@ -116,12 +117,16 @@ type watchHub struct {
 	// transaction that writes a key twice with one token reports it once.
 	grantsAt  map[string]WatchEvent
 	grantsPos uint64
+	// behind are the watches whose reset waits for the node to reach
+	// their after (resetOf); behindN is their count, read without mu.
+	behind  map[*Watch]struct{}
+	behindN atomic.Int32
 }
 
 func newWatchHub(table *fsm.Table, window, max int) *watchHub {
 	return &watchHub{table: table, max: max, queue: watchQueue, budget: watchBytes,
 		ring: make([]WatchEvent, window), watches: make(map[string]map[*Watch]struct{}),
-		grantsAt: make(map[string]WatchEvent)}
+		grantsAt: make(map[string]WatchEvent), behind: make(map[*Watch]struct{})}
 }
 
 // appliedLocked records the events of one command's result (the applier
@@ -224,8 +229,12 @@ func (h *watchHub) publish(ev WatchEvent) {
 }
 
 // restoredLocked forgets the history: the table was replaced by a
-// snapshot, and the changes it skipped were never seen here. Every watch
-// is sent a reset.
+// snapshot, and the changes it skipped were never seen here. A watch that
+// has been given every event up to the snapshot's position or beyond (one
+// resumed FROM a position this node had not reached) misses nothing: the
+// entries after the snapshot make the events it has not had, and those it
+// had are not sent again. Every other watch is sent a reset, dated at or
+// after the snapshot's position.
 func (h *watchHub) restoredLocked() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -235,7 +244,28 @@ func (h *watchHub) restoredLocked() {
 	clear(h.grantsAt)
 	for _, ws := range h.watches {
 		for w := range ws {
-			w.overflow()
+			w.restored(h.since)
+		}
+	}
+}
+
+// advancedLocked wakes the watches whose reset waits for this node to
+// reach the position they were given events up to (the applier calls it
+// after each entry, with the grants' lock held).
+func (h *watchHub) advancedLocked() {
+	if h.behindN.Load() == 0 {
+		return
+	}
+	pos := h.table.Position()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.behind {
+		if w.after <= pos {
+			delete(h.behind, w)
+			h.behindN.Add(-1)
+			w.mu.Lock()
+			w.signal()
+			w.mu.Unlock()
 		}
 	}
 }
@@ -263,6 +293,7 @@ type Watch struct {
 	mu    sync.Mutex
 	queue []WatchEvent
 	after uint64 // only events with a position above it are delivered
+	last  uint64 // the position of the last event queued
 	reset bool   // the next event is a reset: the queue was dropped
 	done  bool
 	ready chan struct{} // signalled when the queue or the state changes
@@ -346,6 +377,10 @@ func eventSize(ev WatchEvent) int { return len(ev.Key) + len(ev.Owner) + len(ev.
 func (h *watchHub) remove(w *Watch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, ok := h.behind[w]; ok {
+		delete(h.behind, w)
+		h.behindN.Add(-1)
+	}
 	if ws := h.watches[w.key]; ws != nil {
 		if _, ok := ws[w]; ok {
 			delete(ws, w)
@@ -372,7 +407,22 @@ func (w *Watch) push(ev WatchEvent, max int) {
 		w.queue, w.reset = nil, true
 	} else {
 		w.queue = append(w.queue, ev)
+		w.last = ev.Position
 	}
+	w.signal()
+}
+
+// restored follows a restore of the table at position pos (hub's mu held):
+// a watch given events up to pos or beyond goes on from there, any other
+// is sent a reset.
+func (w *Watch) restored(pos uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if top := max(w.after, w.last); !w.reset && top >= pos {
+		w.after = top
+		return
+	}
+	w.queue, w.reset = nil, true
 	w.signal()
 }
 
@@ -411,18 +461,22 @@ func (w *Watch) Next(ctx context.Context) (WatchEvent, error) {
 			return WatchEvent{}, ErrShutdown
 		case w.reset:
 			w.mu.Unlock()
-			if ev, ok := w.hub.resetOf(w); ok {
+			ev, ok, wait := w.hub.resetOf(w)
+			if ok {
 				return ev, nil
 			}
-			continue
+			if !wait {
+				continue
+			}
 		case len(w.queue) > 0:
 			ev := w.queue[0]
 			w.queue[0] = WatchEvent{}
 			w.queue = w.queue[1:]
 			w.mu.Unlock()
 			return ev, nil
+		default:
+			w.mu.Unlock()
 		}
-		w.mu.Unlock()
 		select {
 		case <-w.ready:
 		case <-ctx.Done():
@@ -433,23 +487,32 @@ func (w *Watch) Next(ctx context.Context) (WatchEvent, error) {
 
 // resetOf reads w's key and the table's position together, and makes w
 // deliver only what comes after: the events up to that position are in
-// the state read. It reports false if w needs no reset any more.
-func (h *watchHub) resetOf(w *Watch) (WatchEvent, bool) {
+// the state read. It reports false if w needs no reset any more, and wait
+// if the node has not reached the position w was given events up to: a
+// reset is never dated below it, so w waits (advancedLocked wakes it).
+func (h *watchHub) resetOf(w *Watch) (ev WatchEvent, ok, wait bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.reset || w.done {
-		return WatchEvent{}, false
+		return WatchEvent{}, false, false
 	}
 	l, held, pos := h.table.WatchRead(w.key)
-	ev := WatchEvent{Kind: EventReset, Key: w.key, Position: pos}
+	if pos < max(w.after, w.last) {
+		if _, ok := h.behind[w]; !ok {
+			h.behind[w] = struct{}{}
+			h.behindN.Add(1)
+		}
+		return WatchEvent{}, false, true
+	}
+	ev = WatchEvent{Kind: EventReset, Key: w.key, Position: pos}
 	if held && l.Token != 0 {
 		ev.Owner, ev.Token, ev.Value = l.Owner, l.Token, sessionValue(l)
 	}
 	w.queue, w.reset = nil, false
 	w.after = max(w.after, pos)
-	return ev, true
+	return ev, true, false
 }
 
 // Close ends the watch: Next returns ErrShutdown. It is safe to call more

@@ -193,10 +193,13 @@ func TestWatchSlowWatcherGetsReset(t *testing.T) {
 	assert.Greater(t, rel.Position, reset.Position)
 }
 
-// A snapshot restored under the watches replaces history they never saw:
-// each gets a reset.
+// A snapshot restored under the watches replaces history: a watch that
+// was not given every event up to the snapshot's position gets a reset
+// dated there; one that was misses nothing and gets none.
 func TestWatchResetAfterRestore(t *testing.T) {
 	n := openNode(t, t.TempDir())
+	o := watch(t, n, "other", 0, false)
+	assert.Equal(t, EventReset, next(t, o).Kind)
 	w := watch(t, n, "k", 0, false)
 	next(t, w)
 	g := mustAcquire(t, n, "k", "a", time.Minute)
@@ -204,9 +207,12 @@ func TestWatchResetAfterRestore(t *testing.T) {
 	n.grants.mu.Lock()
 	n.watches.restoredLocked()
 	n.grants.mu.Unlock()
-	assert.Equal(t, ev{EventReset, "a", g.Token}, strip(next(t, w)))
+	reset := next(t, o)
+	assert.Equal(t, ev{EventReset, "", 0}, strip(reset))
+	assert.Equal(t, g.Token, reset.Position, "dated at the restore")
+	noEvent(t, w)
 	resumed := watch(t, n, "k", g.Token-1, true)
-	assert.Equal(t, EventReset, next(t, resumed).Kind, "history before the restore is gone")
+	assert.Equal(t, ev{EventReset, "a", g.Token}, strip(next(t, resumed)), "history before the restore is gone")
 }
 
 func TestWatchLimitsAndClose(t *testing.T) {
@@ -392,4 +398,25 @@ func TestWatchSessionsAndElections(t *testing.T) {
 	_, err = n.RevokeSession(ctx, s2)
 	require.NoError(t, err)
 	assert.Equal(t, ev{EventRevoked, "bob", rel.Position}, strip(next(t, w)))
+}
+
+// A watch resumed FROM a position this node has not reached waits for it:
+// even a reset it must be sent (its reader fell behind) is never dated
+// below the FROM, which would take the reader's state back.
+func TestWatchResetNeverDatedBelowFrom(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	from := n.table.Position() + 3
+	w := watch(t, n, "k", from, true)
+	n.watches.mu.Lock()
+	w.overflow()
+	n.watches.mu.Unlock()
+	noEvent(t, w)
+	for i := 0; i < 3; i++ {
+		mustAcquire(t, n, fmt.Sprint("x", i), "a", time.Minute)
+	}
+	reset := next(t, w)
+	assert.Equal(t, EventReset, reset.Kind)
+	assert.GreaterOrEqual(t, reset.Position, from)
+	g := mustAcquire(t, n, "k", "b", time.Minute)
+	assert.Equal(t, WatchEvent{Kind: EventGranted, Key: "k", Position: g.Token, Owner: "b", Token: g.Token}, next(t, w))
 }
