@@ -313,6 +313,13 @@ func (w *Watch) session(n *node, started chan struct{}) (ok bool, err error) {
 		}
 		ev := Event{Kind: EventKind(v.Elems[2].Str), Name: v.Elems[1].Str,
 			Position: uint64(v.Elems[3].Int), Owner: v.Elems[4].Str, Token: uint64(v.Elems[5].Int), Value: v.Elems[6].Str}
+		if ev.Kind == EventReset && w.delivered && ev.Position < w.last {
+			// A state older than what was delivered (a node behind the
+			// last position, from a server that dates a reset below a
+			// FROM): it covers no event that was not delivered, and the
+			// events after it come next.
+			continue
+		}
 		if ev.Kind != EventReset && w.delivered && ev.Position <= w.last {
 			// Resumed from just before the last position: the events at
 			// it that were delivered come again first; anything a reset

@@ -31,6 +31,9 @@ type Draft struct {
 	slab    []Result // where results are made
 	granted map[string]bool
 	pos     uint64
+	// stale: a later listing of a pattern named other keys than the
+	// first, so no one position held everything the draft read.
+	stale bool
 }
 
 // Draft starts a transaction over t. Release gives it back when done.
@@ -146,6 +149,10 @@ func (d *Draft) Remembered(key string) (string, bool) {
 // Scan lists the table's keys matching pattern (a Redis glob), whatever
 // their TTLs and before the draft's own commands, and records the listing:
 // the transaction applies only if the same keys match when it is applied.
+// Every listing counts: one of a pattern listed before that names other
+// keys makes the draft stale (Current), since the table then held both
+// listings at no one position. Scan guards names only; the caller loads
+// each key it decides on (Get) so that the key's state is guarded too.
 func (d *Draft) Scan(pattern string) []string {
 	d.src.mu.RLock()
 	sc := Scan{Pattern: pattern}
@@ -161,11 +168,44 @@ func (d *Draft) Scan(pattern string) []string {
 	if d.scans == nil {
 		d.scans = make(map[string]Scan)
 	}
-	if _, had := d.scans[pattern]; !had {
+	if first, had := d.scans[pattern]; !had {
 		d.scans[pattern] = sc
+	} else if first != sc {
+		d.stale = true
 	}
 	return keys
 }
+
+// Current reports whether what the draft read is what the table holds now:
+// every key it read still has what it had (its guard holds), every listing
+// still names the same keys, and no two listings of a pattern differed.
+// Then everything it read is the table's state at one position, the
+// current one, however many moments it was read at. A transaction that
+// writes nothing answers only if its draft is current; one that writes is
+// checked the same way when its entry applies (Txn).
+func (d *Draft) Current() bool {
+	if d.stale {
+		return false
+	}
+	d.src.mu.RLock()
+	defer d.src.mu.RUnlock()
+	for k, g := range d.guards {
+		if d.src.guard(k) != g {
+			return false
+		}
+	}
+	for p, sc := range d.scans {
+		if d.src.scan(p) != sc {
+			return false
+		}
+	}
+	return true
+}
+
+// Stale reports whether two listings of one pattern named different keys:
+// the draft's entry must not be proposed, as its guards would hold only
+// for the first listing.
+func (d *Draft) Stale() bool { return d.stale }
 
 // Apply applies c (a plain command: not a member entry, a transaction or a
 // command that names a session) to the draft and adds it to the transaction. It fails with ErrRegrant if c

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -288,4 +289,62 @@ func TestFaultWatchResumedOnLaggingFollower(t *testing.T) {
 	assert.Equal(t, seen[2], next(t, fw), "the event at p again, as asked")
 	assert.Equal(t, last, next(t, fw))
 	noEvent(t, fw)
+}
+
+// A listing guards each key it leaves out as run out on the leader: if that
+// lease's expiry and the hand-off of the key to its waiter commit in one
+// entry, the key's name never leaves the table, but a transaction that
+// decided on "no such key" must not commit. The fault point holds that
+// entry until the transaction has listed.
+func TestFaultKeysGuardsTheKeysItLeavesOut(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "res:1", "old", 300*time.Millisecond)
+	granted := make(chan error, 1)
+	go func() {
+		_, ok, err := n.Acquire(ctx, "res:1", "waiter", time.Minute, 10*time.Second)
+		if err == nil && !ok {
+			err = fmt.Errorf("not granted")
+		}
+		granted <- err
+	}()
+	require.Eventually(t, func() bool {
+		var q bool
+		n.grants.locked(func() { q = n.grants.waits.head("res:1") != nil })
+		return q
+	}, 5*time.Second, 5*time.Millisecond)
+	expiring := make(chan struct{})
+	hold := make(chan struct{})
+	var once sync.Once
+	defer setFaultPoint("propose-expires", func(arg any) bool {
+		for _, c := range arg.([]fsm.Command) {
+			if c.Key == "res:1" {
+				once.Do(func() { close(expiring); <-hold })
+			}
+		}
+		return false
+	})()
+	<-expiring // the lease ran out on the leader; its expiry waits
+	attempts := 0
+	var busy bool
+	require.NoError(t, n.Update(ctx, []string{"global"}, func(tx *Tx) error {
+		attempts++
+		busy = len(tx.Keys("res:*")) > 0
+		if attempts == 1 {
+			close(hold) // the expiry and the hand-off commit in one entry
+			require.NoError(t, <-granted)
+		}
+		if busy {
+			return nil
+		}
+		return tx.Put("global", fsm.KindString, "me", 0, false)
+	}))
+	s, held, err := n.Status(ctx, "res:1")
+	require.NoError(t, err)
+	require.True(t, held)
+	assert.Equal(t, "waiter", s.Owner)
+	_, globalHeld, err := n.Status(ctx, "global")
+	require.NoError(t, err)
+	assert.False(t, globalHeld && held, "global taken while res:1 is held (attempts %d)", attempts)
+	assert.True(t, busy)
 }

@@ -97,6 +97,9 @@ func (n *Node) expireLoop() {
 // proposeExpires commits Expire entries; one that fails is retried while the
 // node is still a ready leader.
 func (n *Node) proposeExpires(cmds []fsm.Command) {
+	// A test may hold the expiries here, after their leases ran out on
+	// the leader and before their entry (faults_enabled.go).
+	faultPoint("propose-expires", cmds)
 	errs := make([]chan error, len(cmds))
 	for i, c := range cmds {
 		ch := make(chan error, 1)

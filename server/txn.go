@@ -82,12 +82,30 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 		if err := fn(tx); err != nil {
 			return err
 		}
-		if tx.rollback {
-			return n.verifyLeader(ctx)
+		if tx.d.Stale() {
+			// Two listings of a pattern differed: work it out again.
+			if attempt < maxTxnAttempts {
+				continue
+			}
+			return fmt.Errorf("%w: its keys changed under it %d times", ErrConflict, attempt)
 		}
-		tx.handToWaiters()
-		c, writes := tx.entry()
+		var c fsm.Command
+		writes := false
+		if !tx.rollback {
+			tx.handToWaiters()
+			c, writes = tx.entry()
+		}
 		if !writes {
+			// No entry checks what fn read: check it here, so that the
+			// answer is the table's state at one position (a read of
+			// several keys could otherwise straddle an entry that changed
+			// them all), then confirm the leadership it was read under.
+			if !tx.d.Current() {
+				if attempt < maxTxnAttempts {
+					continue
+				}
+				return fmt.Errorf("%w: its keys changed under it %d times", ErrConflict, attempt)
+			}
 			return n.verifyLeader(ctx)
 		}
 		if size := c.Txn.Size(); size > n.cfg.MaxWriteSize {
@@ -308,27 +326,21 @@ func (tx *Tx) Put(key string, kind fsm.Kind, value string, ttl time.Duration, ke
 
 // Keys returns the keys matching pattern (a Redis glob) as the transaction
 // sees them: the table's, less those whose TTL ran out on the leader, with
-// the transaction's own writes. The listing is guarded as a whole: the entry
-// applies only if the same keys match when it is applied (fsm.Scan). It
-// reads the whole table.
+// the transaction's own writes. Every listing is guarded: the names it
+// found (the entry applies only if the same keys match then, fsm.Scan),
+// and the state of each key it returned or left out as run out, as if the
+// transaction had read each one (a run-out key's expiry joins the entry).
+// So a key left out as run out that is handed to a waiter before the entry
+// applies, its name never leaving the table, still fails the entry. It
+// reads the whole table, and a transaction that writes carries a guard for
+// every key listed (Config.MaxWriteSize counts them).
 func (tx *Tx) Keys(pattern string) []string {
-	n := tx.n
-	raw := tx.d.Scan(pattern)
-	seen := make(map[string]bool, len(raw))
+	for _, k := range tx.d.Scan(pattern) {
+		tx.touch(k)
+	}
 	var out []string
-	n.grants.locked(func() {
-		for _, k := range raw {
-			seen[k] = true
-			if tx.d.Read(k) {
-				continue // the draft's own state, below
-			}
-			if l, held := n.table.Get(k); held && n.grants.remaining(l, tx.now) > 0 {
-				out = append(out, k)
-			}
-		}
-	})
 	tx.d.Keys(func(k string) {
-		if _, held := tx.d.Get(k); held && (seen[k] || match.Match(k, pattern)) {
+		if _, held := tx.d.Get(k); held && match.Match(k, pattern) {
 			out = append(out, k)
 		}
 	})

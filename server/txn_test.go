@@ -248,3 +248,68 @@ func TestUndecodableTxnIsNeverProposed(t *testing.T) {
 	assert.Equal(t, before, n.table.LastIndex(), "no entry")
 	mustAcquire(t, n, "a", "o", 10*time.Second)
 }
+
+// A transaction that writes nothing answers what the table held at one
+// moment: here one entry grants a and b between its read of a and its read
+// of b, and it must not answer "a free, b held", a state no position held.
+// (Native commands take no latches, so reading under them cannot help.)
+func TestReadOnlyUpdateReadsOneMoment(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	attempts := 0
+	var a, b bool
+	require.NoError(t, n.Update(ctx, nil, func(tx *Tx) error {
+		attempts++
+		var err error
+		if _, a, err = tx.Status("a"); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			_, granted, err := n.AcquireMany(ctx, MultiAcquire{Keys: []string{"a", "b"}, Owner: "w", TTL: time.Minute})
+			require.NoError(t, err)
+			require.True(t, granted)
+		}
+		_, b, err = tx.Status("b")
+		return err
+	}))
+	assert.Equal(t, a, b, "a held %v, b held %v: read at two moments", a, b)
+	assert.True(t, a)
+}
+
+// A transaction that lists a pattern twice and acts on the second listing
+// must not commit once the table went back to the first listing (ABA on
+// names): every listing is guarded, not only the first of a pattern.
+func TestKeysEveryListingIsGuarded(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "res:1", "x", time.Minute)
+	attempts := 0
+	var second int
+	require.NoError(t, n.Update(ctx, []string{"out"}, func(tx *Tx) error {
+		attempts++
+		tx.Keys("res:*")
+		if attempts == 1 {
+			mustAcquire(t, n, "res:2", "y", time.Minute)
+		}
+		second = len(tx.Keys("res:*"))
+		if attempts == 1 {
+			_, err := n.Release(ctx, "res:2", "y")
+			require.NoError(t, err)
+		}
+		return tx.Put("out", fsm.KindString, fmt.Sprint(second), 0, false)
+	}))
+	rec := mustGet(t, n, "out")
+	assert.Equal(t, "1", rec, "acted on a listing of two keys the table no longer held (attempts %d)", attempts)
+}
+
+func mustGet(t *testing.T, n *Node, key string) string {
+	t.Helper()
+	var v string
+	require.NoError(t, n.Update(ctxT(t), nil, func(tx *Tx) error {
+		rec, ok, err := tx.Get(key)
+		require.True(t, ok)
+		v = rec.Value
+		return err
+	}))
+	return v
+}
