@@ -506,3 +506,92 @@ func TestWatchSlowWatcherGetsReset(t *testing.T) {
 	}
 	t.Logf("%d changes, %d events delivered, %d resets", total, got, resets)
 }
+
+// A client watch that moves to a follower behind it, while that follower
+// installs a snapshot: the follower is paused (SIGSTOP) while the leader's
+// log moves past whole segments of a small --raft-segment-size and is
+// compacted behind its snapshots; the watch, on the leader, sees the lock
+// change; the leader is killed and the follower continued, so the watch
+// resumes (FROM its last position less one) on a node that is behind it and
+// is then sent a snapshot by the new leader. The client delivers every grant
+// once, in order, positions never going back (a reset, if the snapshot is
+// past the watch's position, must agree with the grants).
+func TestWatchClientAcrossFollowerSnapshotInstall(t *testing.T) {
+	cl := wStartCluster(t, "--raft-segment-size", "65536", "--raft-trailing-logs", "2",
+		"--snapshot-threshold", "32", "--snapshot-interval", "200ms", "--raft-log-level", "info")
+	leader := cl.leader(t, clFormTimeout)
+	lagging := (leader + 1) % 3
+	other := (leader + 2) % 3
+	const key = "snapshot-watched"
+	ctx := clCtx(t, 2*time.Minute)
+
+	wc := clNew(t, cl.addrs(leader, lagging), client.WithRequestTimeout(2*time.Second))
+	cw, err := wc.Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cw.Close()
+	e0 := <-cw.Events()
+	if e0.Kind != client.EventReset {
+		t.Fatalf("first event %+v, want a reset", e0)
+	}
+	evs := []wEvent{{string(e0.Kind), e0.Owner, e0.Position, e0.Token}}
+
+	cl.nodes[lagging].clStop(t)
+	c := clNew(t, cl.addrs(leader, other))
+	rdb := newClient(t, cl.nodes[leader])
+	value := strings.Repeat("v", 4000)
+	var grants []wGrant
+	change := func() {
+		l, err := c.TryAcquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants = append(grants, wGrant{l.Owner(), l.Token()})
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 300; i++ {
+		if err := rdb.Set(ctx, fmt.Sprint("fill:", i%50), value, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if i%30 == 0 {
+			change()
+		}
+	}
+	// The last changes come after the last snapshot (fewer entries than
+	// --snapshot-threshold), so the snapshot the follower will be sent is
+	// below the watch's last position.
+	time.Sleep(time.Second)
+	change()
+	change()
+	last := grants[len(grants)-1].token
+	evs = append(evs, collectClient(t, cw, last, 30*time.Second)...)
+
+	cl.nodes[leader].kill9(t)
+	if err := cl.nodes[lagging].proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c2 := clNew(t, cl.addrs(other, lagging))
+	l, err := c2.Acquire(ctx, key, client.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants = append(grants, wGrant{l.Owner(), l.Token()})
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs = append(evs, collectClient(t, cw, l.Token(), time.Minute)...)
+	resets := checkHistory(t, "client watch", evs, grants)
+	installed := strings.Contains(cl.nodes[lagging].log(t), "Installed remote snapshot")
+	t.Logf("%d grants, %d events, %d resets; the lagging follower installed a snapshot: %v", len(grants), len(evs), resets, installed)
+	if !installed {
+		t.Fatal("the lagging follower caught up without a snapshot: the test did not test what it is for")
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i] == evs[i-1] {
+			t.Fatalf("event %d delivered twice: %+v", i, evs[i])
+		}
+	}
+}

@@ -121,6 +121,13 @@ type Config struct {
 	// is not sent the whole table. It bounds the log on disk with
 	// SnapshotThreshold. The default is 10240 (Raft's).
 	TrailingLogs uint64
+	// RaftSegmentSize is the size of the Raft log's segment files
+	// (raft-wal's), in bytes. Compaction after a snapshot deletes only
+	// whole segments that are no longer the one being written, so a
+	// follower whose entries are still in the current segment catches up
+	// from the log however far behind it is. Zero means raft-wal's
+	// default, 64 MiB; otherwise at least 64 KiB.
+	RaftSegmentSize int
 
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -288,8 +295,19 @@ func (c *Config) Validate() error {
 	if c.TrailingLogs == 0 {
 		bad("TrailingLogs", "must be positive")
 	}
+	if c.RaftSegmentSize != 0 && (c.RaftSegmentSize < minRaftSegmentSize || c.RaftSegmentSize > maxRaftSegmentSize) {
+		bad("RaftSegmentSize", "must be 0 (the default, 64 MiB) or in %d..%d bytes, got %d", minRaftSegmentSize, maxRaftSegmentSize, c.RaftSegmentSize)
+	}
 	if c.RaftLogLevel != "" && hclog.LevelFromString(c.RaftLogLevel) == hclog.NoLevel {
 		bad("RaftLogLevel", "%q is not trace, debug, info, warn, error or off", c.RaftLogLevel)
 	}
 	return errors.Join(errs...)
 }
+
+// The bounds of Config.RaftSegmentSize: a segment smaller than an entry or
+// two would rotate on every write; one larger than 1 GiB only delays
+// compaction.
+const (
+	minRaftSegmentSize = 64 << 10
+	maxRaftSegmentSize = 1 << 30
+)

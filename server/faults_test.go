@@ -229,9 +229,10 @@ func TestFaultStepDownBetweenReadyCheckAndQueueing(t *testing.T) {
 // the watcher saw. The watch must deliver exactly the leader's events after
 // its FROM: no reset dated below p, nothing twice, nothing missed.
 func TestFaultWatchResumedOnLaggingFollower(t *testing.T) {
-	walSegmentSize = 16 << 10 // so that compaction drops whole segments
-	t.Cleanup(func() { walSegmentSize = 0 })
-	c := newClusterWith(t, 3, func(cfg *Config) { cfg.TrailingLogs = 2 })
+	c := newClusterWith(t, 3, func(cfg *Config) {
+		cfg.TrailingLogs = 2
+		cfg.RaftSegmentSize = minRaftSegmentSize // compaction drops whole segments
+	})
 	leader := c.leader()
 	f := c.follower(leader)
 	fi := c.index(f)
@@ -241,7 +242,7 @@ func TestFaultWatchResumedOnLaggingFollower(t *testing.T) {
 	c.isolate(fi)
 	mustAcquire(t, leader, "k", "a", time.Hour)
 	owner := strings.Repeat("o", 1000)
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 150; i++ {
 		mustAcquire(t, leader, fmt.Sprint("fill", i), owner, time.Hour)
 	}
 	require.NoError(t, leader.raft.Snapshot().Error())

@@ -153,7 +153,7 @@ func (n *Node) startRaft() error {
 		Output: os.Stderr,
 	})
 
-	store, err := OpenRaftStore(cfg.DataDir)
+	store, err := openRaftStore(cfg.DataDir, cfg.RaftSegmentSize)
 	if err != nil {
 		return err
 	}

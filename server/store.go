@@ -34,18 +34,16 @@ type RaftStore interface {
 	io.Closer
 }
 
-// walSegmentSize, if positive, replaces raft-wal's segment size. Tests lower
-// it: raft-wal still serves entries that a snapshot compacted away while they
-// are in its unsealed tail segment, so a follower is sent a snapshot only
-// once the leader's log has moved past a whole segment.
-var walSegmentSize int
-
 // OpenRaftStore opens the log and stable store in dir, creating it if
 // needed. fencerd's nodes and the bare-raft baseline of `make bench` both
 // open their stores here. A directory that holds a raft-boltdb store
 // (raft.db) is refused: starting beside it would forget the node's term,
 // vote and log.
-func OpenRaftStore(dir string) (RaftStore, error) {
+func OpenRaftStore(dir string) (RaftStore, error) { return openRaftStore(dir, 0) }
+
+// openRaftStore is OpenRaftStore with raft-wal's segment size (zero: its
+// default; Config.RaftSegmentSize).
+func openRaftStore(dir string, segmentSize int) (RaftStore, error) {
 	if err := refuseBolt(dir); err != nil {
 		return nil, err
 	}
@@ -54,8 +52,8 @@ func OpenRaftStore(dir string) (RaftStore, error) {
 		return nil, fmt.Errorf("server: opening raft store: %w", err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	size := wal.WithSegmentSize(walSegmentSize)
-	if walSegmentSize <= 0 {
+	size := wal.WithSegmentSize(segmentSize)
+	if segmentSize <= 0 {
 		size = func(*wal.WAL) {}
 	}
 	w, err := wal.Open(path, wal.WithMetaStore(meta), wal.WithSegmentFiler(segment.NewFiler(path, walFS())), size)

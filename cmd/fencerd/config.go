@@ -94,6 +94,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.Uint64Var(&n.SnapshotThreshold, "snapshot-threshold", n.SnapshotThreshold, "Raft log entries, or commands applied (an entry may hold a batch), between snapshots")
 	f.DurationVar(&n.SnapshotInterval, "snapshot-interval", n.SnapshotInterval, "how often Raft and the node check whether to snapshot")
 	f.Uint64Var(&n.TrailingLogs, "raft-trailing-logs", n.TrailingLogs, "Raft log entries kept behind a snapshot, so that a follower a little behind catches up from the log instead of a snapshot")
+	f.IntVar(&n.RaftSegmentSize, "raft-segment-size", n.RaftSegmentSize, "size in bytes of the Raft log's segment files (0: 64 MiB); the log is compacted a whole segment at a time")
 	f.StringVar(&c.logLevel, "log-level", c.logLevel, "log level: debug, info, warn, error")
 	f.StringVar(&n.RaftLogLevel, "raft-log-level", n.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
 }
@@ -149,7 +150,7 @@ var flagOf = map[string]string{
 	"MinTTL": "--min-ttl", "MaxTTL": "--max-ttl", "MaxWait": "--max-wait",
 	"MaxLocks": "--max-locks", "MaxSessions": "--max-sessions", "MaxSessionLocks": "--max-session-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",
 	"MaxBatch": "--max-batch", "Quotas": "--users", "SnapshotThreshold": "--snapshot-threshold",
-	"SnapshotInterval": "--snapshot-interval", "TrailingLogs": "--raft-trailing-logs",
+	"SnapshotInterval": "--snapshot-interval", "TrailingLogs": "--raft-trailing-logs", "RaftSegmentSize": "--raft-segment-size",
 	"RaftLogLevel": "--raft-log-level", "WatchWindow": "--watch-window", "MaxWatches": "--max-watches",
 
 	"RequestTimeout": "--request-timeout", "DefaultLockTTL": "--default-lock-ttl",
