@@ -64,3 +64,37 @@ func BenchmarkNativePair(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReads is a read of four keys, as MGET and as a read-only script
+// of four GETs, from parallel clients over a real one-node fencer: the read
+// path of a command that writes nothing (server.Node.Update, which checks
+// that what it read is still current before it answers).
+func BenchmarkReads(b *testing.B) {
+	e, _ := newEngine(&testing.T{}, Config{})
+	s := &Session{}
+	ctx := context.Background()
+	if _, err := e.Do(ctx, s, [][]byte{[]byte("MSET"), []byte("a"), []byte("1"), []byte("b"), []byte("2"), []byte("c"), []byte("3"), []byte("d"), []byte("4")}); err != nil {
+		b.Fatal(err)
+	}
+	const script = `return {redis.call('get','a'), redis.call('get','b'), redis.call('get','c'), redis.call('get','d')}`
+	for _, bc := range []struct {
+		name string
+		args [][]byte
+	}{
+		{"mget", [][]byte{[]byte("MGET"), []byte("a"), []byte("b"), []byte("c"), []byte("d")}},
+		{"eval", [][]byte{[]byte("EVAL"), []byte(script), []byte("0")}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r, err := e.Do(ctx, s, bc.args)
+					if a, ok := r.(Array); err != nil || !ok || len(a) != 4 {
+						b.Fatalf("%v %v", r, err)
+					}
+				}
+			})
+		})
+	}
+}
