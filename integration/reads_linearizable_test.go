@@ -27,6 +27,8 @@ const (
 	rdOpsPerClient = 2000
 	rdCheckTimeout = 2 * time.Minute
 	rdLockTTL      = time.Minute // no lease runs out during a run
+	// rdMaxUnknown bounds each writer's writes of unknown outcome.
+	rdMaxUnknown = 1
 )
 
 // rdKeys are the keys every read reads: two values, two locks.
@@ -203,7 +205,14 @@ func (c *rdClient) run(writer rdOp, stop <-chan struct{}, errs chan<- error) {
 		}
 	}()
 	owner := ""
+	unknown := 0
 	for i := 0; i < rdOpsPerClient && !stopped(stop); i++ {
+		if writer != rdMGet && unknown >= rdMaxUnknown {
+			// Each write of unknown outcome may take effect at any
+			// later time, which porcupine must try everywhere: a writer
+			// that has had enough of them stops writing.
+			return
+		}
 		v := fmt.Sprintf("c%d-%d", c.id, i)
 		switch {
 		case writer == rdMSet:
@@ -213,6 +222,7 @@ func (c *rdClient) run(writer rdOp, stop <-chan struct{}, errs chan<- error) {
 			switch {
 			case uncertain(r, ok):
 				c.h.add(c.id, rdInput{rdMSet, v}, rdOutput{unknown: true}, call, ret)
+				unknown++
 			case r == "OK":
 				c.h.add(c.id, rdInput{rdMSet, v}, rdOutput{}, call, ret)
 			case clusterRetryable(r):
@@ -228,6 +238,7 @@ func (c *rdClient) run(writer rdOp, stop <-chan struct{}, errs chan<- error) {
 			case uncertain(r, ok):
 				c.h.add(c.id, rdInput{rdAcquire, v}, rdOutput{unknown: true}, call, ret)
 				owner = v
+				unknown++
 			case r == nil:
 				c.h.add(c.id, rdInput{rdAcquire, v}, rdOutput{}, call, ret)
 			case clusterRetryable(r):
@@ -248,6 +259,7 @@ func (c *rdClient) run(writer rdOp, stop <-chan struct{}, errs chan<- error) {
 			case uncertain(r, ok):
 				c.h.add(c.id, rdInput{rdRelease, owner}, rdOutput{unknown: true}, call, ret)
 				owner = ""
+				unknown++
 			case isInt:
 				c.h.add(c.id, rdInput{rdRelease, owner}, rdOutput{n: n}, call, ret)
 				owner = ""
