@@ -8,8 +8,18 @@ FUZZTIME ?= 30s
 
 all: build
 
+# The commit, its time (not the build's) and whether the checkout had
+# changes, stamped into the binaries (internal/version). go build stamps
+# them itself only with -buildvcs in a plain clone, not in a git worktree,
+# so the Makefile always passes them.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_TIME := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+MODIFIED := $(shell test -z "$$(git status --porcelain 2>/dev/null)" || echo true)
+VERSION_PKG := github.com/fencerlock/fencer/internal/version
+LDFLAGS := -X $(VERSION_PKG).revision=$(REVISION) -X $(VERSION_PKG).commitTime=$(COMMIT_TIME) -X $(VERSION_PKG).modified=$(MODIFIED)
+
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 # lint: formatting, vet and staticcheck, of the main module and of
 # fence/fenceetcd (a module of its own, so the main one does not take grpc).

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/fencerlock/fencer/internal/version"
 	"github.com/fencerlock/fencer/redisbridge"
 	"github.com/fencerlock/fencer/server"
 	"github.com/spf13/cobra"
@@ -47,10 +48,12 @@ a one-node cluster on 127.0.0.1:7379 with its state in ./fencer-data.
 
 Try it with redis-cli:
   redis-cli -p 7379 FENCE.ACQUIRE mylock me 10000`,
+		Version:      version.Get().String(),
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
 		RunE:         func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), c) },
 	}
+	cmd.SetVersionTemplate("fencerd {{.Version}}\n")
 	c.bindFlags(cmd)
 	return cmd
 }
@@ -88,7 +91,7 @@ func run(ctx context.Context, c *config) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", c.node.DataDir)
+	logger.Info("fencerd serving", "version", version.Version, "commit", version.Get().ShortRevision(), "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", c.node.DataDir)
 	joinCluster(ctx, c, node, logger)
 	err = waitForStop(ctx, serveErr, logger)
 	cl.run()
