@@ -119,9 +119,40 @@ func (l *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	}
 	r := slog.NewRecord(time.Now(), sl, msg, 0)
 	r.Add("module", l.name)
-	r.Add(l.implied...)
-	r.Add(args...)
+	r.Add(attrValues(l.implied)...)
+	r.Add(attrValues(args)...)
 	_ = l.out.Handler().Handle(ctx, r)
+}
+
+// attrValues returns hclog's alternating keys and values as slog takes
+// them: each value as hclog's text format prints it (hclog.Fmt formatted, a
+// Stringer by String, a struct by %v) unless it is a number, a string, a
+// bool, a time or an error, which slog keeps as they are, so that a JSON
+// line holds the text, not an empty object. raft's own "node" (its state)
+// becomes "raft-node", as the node's ID holds that key.
+func attrValues(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if i%2 == 0 {
+			if a == "node" {
+				a = "raft-node"
+			}
+			out[i] = a
+			continue
+		}
+		switch v := a.(type) {
+		case string, bool, int, int64, int32, uint, uint64, uint32, float64, time.Duration, time.Time, error, nil:
+			out[i] = v
+		case hclog.Format:
+			if len(v) > 0 {
+				f, _ := v[0].(string)
+				out[i] = fmt.Sprintf(f, v[1:]...)
+			}
+		default:
+			out[i] = fmt.Sprint(v)
+		}
+	}
+	return out
 }
 
 // Trace implements hclog.Logger.

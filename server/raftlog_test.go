@@ -94,7 +94,24 @@ func TestRaftLoggerLevelAndNames(t *testing.T) {
 	assert.True(t, l.IsWarn())
 	assert.False(t, l.IsInfo())
 
+	// Values are text, as hclog's text format prints them; raft's "node"
+	// does not take the node ID's key.
+	l.Warn("values", "fmt", hclog.Fmt("%d servers", 3), "server", struct{ ID, Addr string }{"n2", "a:1"},
+		"node", stringer("Node at a:1 [Follower]"), "index", uint64(7), "error", errors.New("boom"))
+	got = lines()
+	require.Len(t, got, 1)
+	assert.Equal(t, "3 servers", got[0]["fmt"])
+	assert.Equal(t, "{n2 a:1}", got[0]["server"])
+	assert.Equal(t, "Node at a:1 [Follower]", got[0]["raft-node"])
+	assert.Equal(t, "n1", got[0]["node"])
+	assert.Equal(t, 7.0, got[0]["index"])
+	assert.Equal(t, "boom", got[0]["error"])
+
 	off, lines := raftLines(t, hclog.Off)
 	off.Error("failed to appendEntries to")
 	assert.Empty(t, lines())
 }
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
