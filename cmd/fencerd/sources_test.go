@@ -175,3 +175,14 @@ func TestMisspeltFlagSuggestion(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// The example settings in docs (installed by make install, shipped in the
+// release archives) are all keys fencerd knows, with values it takes.
+func TestExampleConfigFile(t *testing.T) {
+	c, err := configure(t, nil, "--config", filepath.Join("..", "..", "docs", "fencerd.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.6:7379", c.listen)
+	assert.Equal(t, []string{"10.0.0.5:7379", "10.0.0.7:7379"}, c.join)
+	assert.True(t, c.tls.raft)
+	assert.Equal(t, "/var/lib/fencer", c.node.DataDir)
+}
