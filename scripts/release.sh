@@ -23,6 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+# The platforms a release ships; internal/release and the licence check
+# read this line.
 TARGETS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64"
 VERSION_PKG=github.com/fencerlock/fencer/internal/version
 

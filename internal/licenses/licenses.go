@@ -30,10 +30,6 @@ import (
 // someone decides it may ship.
 var Allowed = []string{"Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "ISC", "MIT", "MPL-2.0"}
 
-// Targets are the platforms make release builds; the set of modules is
-// taken over all of them.
-var Targets = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}
-
 // Go is the name under which the standard library (the Go toolchain's
 // licence) is listed: every binary embeds the runtime.
 const Go = "go"
@@ -57,11 +53,12 @@ var (
 )
 
 // Modules lists the modules that the packages pkgs (such as
-// "./cmd/fencerd") compile into, for every target, run in the module at
-// root; the main module itself is left out. It runs the go command.
-func Modules(ctx context.Context, root string, pkgs ...string) ([]Module, error) {
+// "./cmd/fencerd") compile into, for each of targets (GOOS/GOARCH: the
+// release's, internal/release.Targets), run in the module at root; the
+// main module itself is left out. It runs the go command.
+func Modules(ctx context.Context, root string, targets []string, pkgs ...string) ([]Module, error) {
 	byPath := map[string]Module{}
-	for _, target := range Targets {
+	for _, target := range targets {
 		goos, goarch, _ := strings.Cut(target, "/")
 		cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-json=ImportPath,Standard,Module"}, pkgs...)...)
 		cmd.Dir = root

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/fencerlock/fencer/internal/release"
 	"github.com/fencerlock/fencer/internal/testbin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,9 @@ import (
 func TestThirdPartyLicences(t *testing.T) {
 	root, err := testbin.ModuleRoot()
 	require.NoError(t, err)
-	mods, err := Modules(t.Context(), root, "./cmd/fencerd", "./cmd/fencer")
+	targets, err := release.Targets(root)
+	require.NoError(t, err)
+	mods, err := Modules(t.Context(), root, targets, "./cmd/fencerd", "./cmd/fencer")
 	require.NoError(t, err)
 	require.NoError(t, Classify(mods))
 	paths := make([]string, 0, len(mods))

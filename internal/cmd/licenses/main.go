@@ -1,5 +1,6 @@
 // Command licenses writes the licence texts of the Go modules compiled
-// into the packages it is given, for every release target, to -out, after
+// into the packages it is given, for every release target (the TARGETS of
+// scripts/release.sh, run from the module root), to -out, after
 // checking that each module's licence is on the allowed list
 // (internal/licenses); make release puts them in every archive. It exits
 // non-zero, naming the modules, if one is missing or not allowed.
@@ -14,6 +15,7 @@ import (
 	"os"
 
 	"github.com/fencerlock/fencer/internal/licenses"
+	"github.com/fencerlock/fencer/internal/release"
 )
 
 func main() {
@@ -37,7 +39,11 @@ func run(ctx context.Context, out string, pkgs []string) error {
 	if err != nil {
 		return err
 	}
-	mods, err := licenses.Modules(ctx, root, pkgs...)
+	targets, err := release.Targets(root)
+	if err != nil {
+		return err
+	}
+	mods, err := licenses.Modules(ctx, root, targets, pkgs...)
 	if err != nil {
 		return err
 	}
