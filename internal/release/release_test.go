@@ -22,14 +22,13 @@ func TestCommandsBuildForEveryReleaseTarget(t *testing.T) {
 	for _, target := range targets {
 		goos, goarch, _ := strings.Cut(target, "/")
 		t.Run(goos+"-"+goarch, func(t *testing.T) {
-			cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", os.DevNull, "./cmd/fencerd")
-			cmd2 := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", os.DevNull, "./cmd/fencer")
-			for _, c := range []*exec.Cmd{cmd, cmd2} {
-				c.Dir = root
-				c.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
-				out, err := c.CombinedOutput()
-				assert.NoError(t, err, "%s for %s:\n%s", strings.Join(c.Args, " "), target, out)
-			}
+			// Two packages: go build compiles them and discards the
+			// result, a check that they build.
+			c := exec.CommandContext(t.Context(), "go", "build", "./cmd/fencerd", "./cmd/fencer")
+			c.Dir = root
+			c.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
+			out, err := c.CombinedOutput()
+			assert.NoError(t, err, "%s for %s:\n%s", strings.Join(c.Args, " "), target, out)
 		})
 	}
 }
