@@ -14,7 +14,7 @@ all: build
 # so the Makefile always passes them.
 REVISION := $(shell git rev-parse HEAD 2>/dev/null)
 COMMIT_TIME := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
-MODIFIED := $(shell test -z "$$(git status --porcelain 2>/dev/null)" || echo true)
+MODIFIED := $(shell test -z "$$(git status --porcelain --untracked-files=no 2>/dev/null)" || echo true)
 VERSION_PKG := github.com/fencerlock/fencer/internal/version
 LDFLAGS := -X $(VERSION_PKG).revision=$(REVISION) -X $(VERSION_PKG).commitTime=$(COMMIT_TIME) -X $(VERSION_PKG).modified=$(MODIFIED)
 
@@ -35,7 +35,8 @@ release:
 release-check:
 	GO="$(GO)" scripts/release.sh --check
 
-# install: the binaries into DESTDIR/PREFIX/bin, the systemd unit of
+# install: the binaries, static as a release's (bin/static), into
+# DESTDIR/PREFIX/bin, the systemd unit of
 # docs/operations.md into DESTDIR/UNITDIR (its ExecStart naming
 # PREFIX/bin/fencerd), and the example settings as
 # DESTDIR/SYSCONFDIR/fencer/fencerd.yaml unless that file exists.
@@ -43,9 +44,10 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
-install: build
+install:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/static/ ./cmd/fencerd ./cmd/fencer
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSCONFDIR)/fencer"
-	install -m 0755 bin/fencerd bin/fencer "$(DESTDIR)$(PREFIX)/bin/"
+	install -m 0755 bin/static/fencerd bin/static/fencer "$(DESTDIR)$(PREFIX)/bin/"
 	sed -e 's#/usr/local/bin/fencerd#$(PREFIX)/bin/fencerd#' -e 's#/etc/fencer#$(SYSCONFDIR)/fencer#g' docs/fencerd.service > "$(DESTDIR)$(UNITDIR)/fencerd.service"
 	chmod 0644 "$(DESTDIR)$(UNITDIR)/fencerd.service"
 	test -e "$(DESTDIR)$(SYSCONFDIR)/fencer/fencerd.yaml" || install -m 0644 docs/fencerd.yaml "$(DESTDIR)$(SYSCONFDIR)/fencer/fencerd.yaml"
