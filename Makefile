@@ -4,12 +4,53 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd
+.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd release release-check install
 
 all: build
 
+# The commit, its time (not the build's) and whether the checkout had
+# changes, stamped into the binaries (internal/version). go build stamps
+# them itself only with -buildvcs in a plain clone, not in a git worktree,
+# so the Makefile always passes them.
+REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_TIME := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+MODIFIED := $(shell test -z "$$(git status --porcelain --untracked-files=no 2>/dev/null)" || echo true)
+VERSION_PKG := github.com/fencerlock/fencer/internal/version
+LDFLAGS := -X $(VERSION_PKG).revision=$(REVISION) -X $(VERSION_PKG).commitTime=$(COMMIT_TIME) -X $(VERSION_PKG).modified=$(MODIFIED)
+
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+
+# release: dist/fencer-VERSION-OS-ARCH.tar.gz for linux and darwin on amd64
+# and arm64 (static fencerd and fencer, built with CGO_ENABLED=0 and
+# -trimpath, stamped with the version, the commit and its time; LICENSE,
+# the third-party licences, the README, the changelog, the systemd unit
+# and its example settings), and dist/SHA256SUMS. See scripts/release.sh.
+release:
+	GO="$(GO)" scripts/release.sh dist
+
+# release-check: make release, then the same again from an export of the
+# commit in another directory with an empty GOCACHE; fails unless the
+# checksums match. Not part of make check: it builds everything twice.
+release-check:
+	GO="$(GO)" scripts/release.sh --check
+
+# install: the binaries, static as a release's (bin/static), into
+# DESTDIR/PREFIX/bin, the systemd unit of
+# docs/operations.md into DESTDIR/UNITDIR (its ExecStart naming
+# PREFIX/bin/fencerd), and the example settings as
+# DESTDIR/SYSCONFDIR/fencer/fencerd.yaml unless that file exists.
+PREFIX ?= /usr/local
+DESTDIR ?=
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+install:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/static/ ./cmd/fencerd ./cmd/fencer
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSCONFDIR)/fencer"
+	install -m 0755 bin/static/fencerd bin/static/fencer "$(DESTDIR)$(PREFIX)/bin/"
+	sed -e 's#/usr/local/bin/fencerd#$(PREFIX)/bin/fencerd#' -e 's#/etc/fencer#$(SYSCONFDIR)/fencer#g' docs/fencerd.service > "$(DESTDIR)$(UNITDIR)/fencerd.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/fencerd.service"
+	test -e "$(DESTDIR)$(SYSCONFDIR)/fencer/fencerd.yaml" || install -m 0644 docs/fencerd.yaml "$(DESTDIR)$(SYSCONFDIR)/fencer/fencerd.yaml"
 
 # lint: formatting, vet and staticcheck, of the main module and of
 # fence/fenceetcd (a module of its own, so the main one does not take grpc).
@@ -142,4 +183,4 @@ fuzz-short:
 	$(call fuzz_run,./redisbridge,FuzzBridge,5000x)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

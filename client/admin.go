@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -105,6 +106,43 @@ func (c *Client) Leader(ctx context.Context) (id, clientAddr string, err error) 
 		clientAddr, _ = a[1].(string)
 	}
 	return id, clientAddr, nil
+}
+
+// NodeInfo is what a node says about itself: its ID and the fencer version
+// it runs (INFO's server section).
+type NodeInfo struct {
+	ID         string
+	Version    string // fencer's release, such as "0.1.0"
+	Commit     string // the commit it was built from; empty if unknown
+	CommitTime string // that commit's time, RFC 3339; empty if unknown
+	Role       string // "leader" or "follower", as the node sees itself
+}
+
+// NodeInfo asks the node the client is talking to (the first of its
+// addresses that answers) about itself. A client made with one address
+// asks that node.
+func (c *Client) NodeInfo(ctx context.Context) (NodeInfo, error) {
+	v, _, err := c.exchange(ctx, c.standard(), "INFO", "server")
+	if err != nil {
+		return NodeInfo{}, fmt.Errorf("info: %w", err)
+	}
+	text, ok := v.(string)
+	if !ok {
+		return NodeInfo{}, fmt.Errorf("client: unexpected reply to INFO: %v", v)
+	}
+	var ni NodeInfo
+	fields := map[string]*string{"fencer_node_id": &ni.ID, "fencer_version": &ni.Version,
+		"fencer_commit": &ni.Commit, "fencer_commit_time": &ni.CommitTime, "fencer_role": &ni.Role}
+	for line := range strings.Lines(text) {
+		k, val, _ := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+		if dst := fields[k]; dst != nil {
+			*dst = val
+		}
+	}
+	if ni.Version == "" {
+		return NodeInfo{}, fmt.Errorf("client: INFO names no fencer_version: not a fencer node?")
+	}
+	return ni, nil
 }
 
 // Join adds the node id, reachable by the other nodes at raftAddr and by

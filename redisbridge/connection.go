@@ -7,14 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/version"
 	"github.com/fencerlock/fencer/wire"
 )
 
 // Connection commands: what Redis clients send when they connect, and the
 // RESP3 framing of the replies whose types differ from RESP2's.
-
-// Version is fencer's version, reported by INFO as fencer_version.
-const Version = "0.1.0"
 
 // redisVersion is the Redis version whose commands fencer answers like, as
 // reported by HELLO and INFO: clients that gate features on it see a
@@ -285,9 +283,10 @@ func (b *Bridge) info(r *request) {
 		}
 	}
 	up := time.Since(b.start)
+	build := version.Get()
 	sections := []struct{ name, body string }{
-		{"server", fmt.Sprintf("redis_version:%s\r\nredis_mode:standalone\r\nfencer_version:%s\r\nfencer_node_id:%s\r\nfencer_role:%s\r\nfencer_leader:%s\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-			redisVersion, Version, b.locker.ID(), fencerRole, leaderAddr, os.Getpid(), port, int64(up.Seconds()), int64(up.Hours()/24))},
+		{"server", fmt.Sprintf("redis_version:%s\r\nredis_mode:standalone\r\nfencer_version:%s\r\nfencer_commit:%s\r\nfencer_commit_time:%s\r\nfencer_node_id:%s\r\nfencer_role:%s\r\nfencer_leader:%s\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
+			redisVersion, build.Version, build.Revision, build.Time, b.locker.ID(), fencerRole, leaderAddr, os.Getpid(), port, int64(up.Seconds()), int64(up.Hours()/24))},
 		{"clients", fmt.Sprintf("connected_clients:%d\r\n", b.connCount())},
 		{"persistence", "loading:0\r\naof_enabled:0\r\n"},
 		{"replication", "role:master\r\nconnected_slaves:0\r\n"},

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencerlock/fencer/internal/version"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,7 +29,8 @@ func TestHelloSwitchesToRESP3AndBack(t *testing.T) {
 	assert.Equal(t, "_\r\n", rc.do("FENCE.TOKEN", "k", "other"))
 	info := rc.do("INFO")
 	assert.True(t, strings.HasPrefix(info, "="), "INFO is a verbatim string: %q", info[:10])
-	for _, want := range []string{"txt:# Server\r\n", "redis_version:7.2.0\r\n", "loading:0\r\n", "role:master\r\n"} {
+	for _, want := range []string{"txt:# Server\r\n", "redis_version:7.2.0\r\n", "fencer_version:" + version.Version + "\r\n",
+		"fencer_commit:" + version.Get().Revision + "\r\n", "loading:0\r\n", "role:master\r\n"} {
 		assert.Contains(t, info, want)
 	}
 	docs := rc.do("COMMAND", "DOCS", "get")

@@ -19,7 +19,16 @@ const (
 	joinRetry      = time.Second
 	joinTimeout    = 15 * time.Second
 	membersTimeout = 2 * time.Second
+	// formingGrace is how long a joiner waits for the cluster it joins to
+	// elect its first leader before it warns: nodes started together
+	// (fencerd's own test harness, systemd on every host) ask before the
+	// first node's election, a few election timeouts at most.
+	formingGrace = joinTimeout
 )
+
+// errNoLeader is the state of a cluster that has not elected a leader
+// yet, or has lost it.
+var errNoLeader = errors.New("no leader known")
 
 // JoinClusterAs asks the cluster reachable at any of addrs (client
 // addresses of existing members) to add this node, with FENCE.JOIN, until
@@ -66,6 +75,7 @@ var ErrStillMember = errors.New("redisbridge: still a member")
 func CheckNotMember(ctx context.Context, addrs []string, self, id, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
 	auth := authCommand(user, password)
 	cmd := resp.Command("FENCE.MEMBERS")
+	start := time.Now()
 	for {
 		for _, addr := range addrs {
 			if addr == self {
@@ -73,7 +83,14 @@ func CheckNotMember(ctx context.Context, addrs []string, self, id, user, passwor
 			}
 			leader, err := leaderMembers(ctx, addr, auth, cmd, tlsCfg)
 			if err != nil {
-				log.Warn("asking the cluster's members failed", "via", addr, "err", err)
+				// A cluster with no leader yet is a healthy one forming, at
+				// first; every other failure, and a leader missing for
+				// longer, is the operator's to see.
+				level := slog.LevelWarn
+				if errors.Is(err, errNoLeader) && time.Since(start) < formingGrace {
+					level = slog.LevelInfo
+				}
+				log.Log(ctx, level, "asking the cluster's members failed", "via", addr, "err", err)
 				continue
 			}
 			for _, m := range leader {
@@ -116,7 +133,7 @@ func leaderMembers(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *t
 		}
 		switch leader {
 		case "":
-			return nil, errors.New("no leader known")
+			return nil, errNoLeader
 		case addr:
 			return ids, nil
 		}

@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/fencerlock/fencer/internal/version"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -78,7 +80,7 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.expiries, m.leaderChanges, m.fsync,
+	m.reg.MustRegister(m.requests, m.latency, m.expiries, m.leaderChanges, m.fsync, buildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.ops = make(map[string]*opSeries, len(opOutcomes))
 	for op, out := range opOutcomes {
@@ -90,6 +92,19 @@ func newMetrics() *metrics {
 		}
 	}
 	return m
+}
+
+// buildInfo is fencer_build_info: always 1, its labels say what the node
+// runs, so that a query can join them to any other series (as Prometheus's
+// own prometheus_build_info).
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_build_info",
+		Help: "Always 1; the labels are the fencer version this node runs, its commit, the commit's time and the Go version that built it.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "commit_time": v.Time,
+			"modified": strconv.FormatBool(v.Modified), "goversion": v.GoVersion},
+	}, func() float64 { return 1 })
 }
 
 // registerNodeGauges adds the series read from the node when scraped.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/internal/version"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -165,4 +169,16 @@ func TestMetricsLeaveForwardedRequestsToTheLeader(t *testing.T) {
 	require.NoError(t, follower.Ready())
 	code, _ := scrape(t, follower.HTTPHandler(), "/readyz")
 	assert.Equal(t, http.StatusOK, code)
+}
+
+// fencer_build_info is 1 with the running binary's version in its labels.
+func TestBuildInfoSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(buildInfo())
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	v := version.Get()
+	series := fmt.Sprintf(`fencer_build_info{commit_time=%q,goversion=%q,modified=%q,revision=%q,version=%q}`,
+		v.Time, v.GoVersion, strconv.FormatBool(v.Modified), v.Revision, version.Version)
+	assert.Equal(t, 1.0, sample(t, rec.Body.String(), series), "%s in\n%s", series, rec.Body.String())
 }

@@ -147,11 +147,7 @@ func (n *Node) startRaft() error {
 	cfg := n.cfg
 	rc := RaftConfig(cfg)
 	rc.LocalID = raft.ServerID(n.id)
-	rc.Logger = hclog.New(&hclog.LoggerOptions{
-		Name:   "raft",
-		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
-		Output: os.Stderr,
-	})
+	rc.Logger = newRaftLogger(n.log, hclog.LevelFromString(cfg.RaftLogLevel))
 
 	store, err := openRaftStore(cfg.DataDir, cfg.RaftSegmentSize)
 	if err != nil {

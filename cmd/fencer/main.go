@@ -151,7 +151,7 @@ the command cannot be run, 127 if it is not found.`,
 	a.sec.addFlags(root)
 	root.AddCommand(a.acquireCommand(), a.extendCommand(), a.releaseCommand(), a.statusCommand(),
 		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand(), a.benchCommand())
-	root.AddCommand(a.electCommand())
+	root.AddCommand(a.electCommand(), a.versionCommand())
 	return root
 }
 

@@ -24,7 +24,10 @@ type config struct {
 	join       []string // --join: sets node.Join
 	restore    string   // --restore
 	usersFile  string   // --users: sets bridge.Users and node.Quotas
+	passFile   string   // --requirepass-file: sets bridge.RequirePass
+	configFile string   // --config: read by applySources, before run
 	logLevel   string   // --log-level: sets node.Logger and bridge.Logger
+	logFormat  string   // --log-format: text or json
 	protected  bool     // --protected-mode
 	pprof      bool     // --pprof
 	tls        tlsFlags
@@ -40,7 +43,7 @@ type tlsFlags struct {
 // defaultConfig is fencerd without flags.
 func defaultConfig() *config {
 	c := &config{node: server.DefaultConfig(), bridge: redisbridge.DefaultConfig(),
-		logLevel: "info", protected: true, tls: tlsFlags{authClients: true}}
+		logLevel: "info", logFormat: "text", protected: true, tls: tlsFlags{authClients: true}}
 	// fencerd listens where a default node is reached and, unless told
 	// otherwise, advertises what it bound and derives the Raft address
 	// from --listen (addrBeside).
@@ -83,6 +86,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.IntVar(&b.MaxPipeline, "max-pipeline", b.MaxPipeline, "most commands served from one connection's read batch")
 	f.DurationVar(&b.IdleTimeout, "idle-timeout", b.IdleTimeout, "close a connection idle this long (0: never)")
 	f.StringVar(&b.RequirePass, "requirepass", b.RequirePass, `password of the user "default" (pattern *); turns authentication on`)
+	f.StringVar(&c.passFile, "requirepass-file", c.passFile, "file holding the password of --requirepass (one line), so that it is not on the command line")
 	f.StringVar(&c.usersFile, "users", c.usersFile, "users file (one 'user password pattern [maxlocks=N]' a line; see docs/security.md); turns authentication on")
 	f.StringVar(&b.ForwardUser, "forward-user", b.ForwardUser, `user of --users this node authenticates as to forward and join (pattern *, plain-text password; default "default" with --requirepass)`)
 	f.BoolVar(&c.protected, "protected-mode", c.protected, "refuse to listen on a non-loopback address without authentication")
@@ -96,6 +100,8 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.Uint64Var(&n.TrailingLogs, "raft-trailing-logs", n.TrailingLogs, "Raft log entries kept behind a snapshot, so that a follower a little behind catches up from the log instead of a snapshot")
 	f.IntVar(&n.RaftSegmentSize, "raft-segment-size", n.RaftSegmentSize, "size in bytes of the Raft log's segment files (0: 64 MiB); the log is compacted a whole segment at a time")
 	f.StringVar(&c.logLevel, "log-level", c.logLevel, "log level: debug, info, warn, error")
+	f.StringVar(&c.logFormat, "log-format", c.logFormat, "log format, of fencerd's lines and Raft's alike: text (logfmt) or json")
+	f.StringVar(&c.configFile, "config", c.configFile, "YAML file of settings whose keys are the flags' names (max-ttl: 1h); flags and FENCER_* variables win over it (see docs/operations.md)")
 	f.StringVar(&n.RaftLogLevel, "raft-log-level", n.RaftLogLevel, "level of Raft's own log: trace, debug, info, warn, error, off")
 }
 
@@ -115,6 +121,16 @@ func (c *config) derive(logger *slog.Logger) (*certStore, error) {
 			return nil, err
 		}
 		c.node.RaftAddr = a
+	}
+	if c.passFile != "" {
+		if c.bridge.RequirePass != "" {
+			return nil, errors.New("--requirepass and --requirepass-file: set one")
+		}
+		pass, err := readSecret(c.passFile, "--requirepass-file")
+		if err != nil {
+			return nil, err
+		}
+		c.bridge.RequirePass = pass
 	}
 	if c.usersFile != "" {
 		users, err := redisbridge.LoadUsers(c.usersFile)

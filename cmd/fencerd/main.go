@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/fencerlock/fencer/internal/version"
 	"github.com/fencerlock/fencer/redisbridge"
 	"github.com/fencerlock/fencer/server"
 	"github.com/spf13/cobra"
@@ -45,12 +47,26 @@ func newCommand() *cobra.Command {
 		Long: `fencerd serves fencer's lock service. With no flags it starts (or restarts)
 a one-node cluster on 127.0.0.1:7379 with its state in ./fencer-data.
 
+Every flag can also be set by an environment variable, FENCER_ and the
+flag's name in capitals with '_' for '-' (--max-ttl: FENCER_MAX_TTL), or by
+a key of the YAML file --config names (or FENCER_CONFIG): the flag's name
+without its dashes (max-ttl: 1h). A flag on the command line wins over the
+environment, which wins over the file, which wins over the default.
+
 Try it with redis-cli:
   redis-cli -p 7379 FENCE.ACQUIRE mylock me 10000`,
+		Version:      version.Get().String(),
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
-		RunE:         func(cmd *cobra.Command, _ []string) error { return run(cmd.Context(), c) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applySources(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			return run(cmd.Context(), c)
+		},
 	}
+	cmd.SetVersionTemplate("fencerd {{.Version}}\n")
+	cmd.SetFlagErrorFunc(suggestOnUnknownFlag)
 	c.bindFlags(cmd)
 	return cmd
 }
@@ -59,7 +75,7 @@ Try it with redis-cli:
 // step that opens something pushes its closing onto one cleanup, which runs
 // once, in reverse order, whether a step fails or fencerd shuts down.
 func run(ctx context.Context, c *config) error {
-	logger, err := newLogger(c.logLevel)
+	logger, err := newLogger(os.Stderr, c.logLevel, c.logFormat)
 	if err != nil {
 		return err
 	}
@@ -88,7 +104,7 @@ func run(ctx context.Context, c *config) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("fencerd serving", "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", c.node.DataDir)
+	logger.Info("fencerd serving", "version", version.Version, "commit", version.Get().ShortRevision(), "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", c.node.DataDir)
 	joinCluster(ctx, c, node, logger)
 	err = waitForStop(ctx, serveErr, logger)
 	cl.run()
@@ -108,13 +124,21 @@ func (cl *cleanup) run() {
 	cl.fns = nil
 }
 
-// newLogger returns fencerd's logger at --log-level.
-func newLogger(levelName string) (*slog.Logger, error) {
+// newLogger returns fencerd's logger, writing to w at --log-level in
+// --log-format. Raft's lines go through it too (server.Config.Logger).
+func newLogger(w io.Writer, levelName, format string) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(levelName)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
 // handleSignals returns ctx, cancelled by SIGINT or SIGTERM, and reloads

@@ -54,7 +54,7 @@ func ProbeFsync(dir string, n int) ProbeResult {
 			p.Error = err.Error()
 			break
 		}
-		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+		if err := fdatasync(f); err != nil {
 			p.Error = err.Error()
 			break
 		}

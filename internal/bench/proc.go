@@ -68,7 +68,7 @@ func (g *Procs) StartEnv(name, dir, logPath string, pipes bool, env []string, bi
 		cmd.Env = append(os.Environ(), env...)
 	}
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = childAttr()
 	p := &Proc{Name: name, LogPath: logPath, cmd: cmd, exited: make(chan struct{})}
 	var outR *os.File
 	if pipes {
