@@ -55,3 +55,24 @@ func TestListenHTTP(t *testing.T) {
 	require.NotNil(t, ln)
 	require.NoError(t, ln.Close())
 }
+
+// An explicit --http-listen that cannot be bound or parsed stops fencerd
+// with an error naming the flag (it panicked in the clean-up of the RESP
+// listener: a closure over the named result the error return set to nil).
+func TestHTTPListenErrorsNameTheFlag(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	for _, addr := range []string{busy.Addr().String(), "not-an-address", "127.0.0.1:99999"} {
+		t.Run(addr, func(t *testing.T) {
+			cmd := newCommand()
+			cmd.SetArgs([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+				"--raft-listen", "127.0.0.1:0", "--http-listen", addr})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "--http-listen")
+		})
+	}
+}

@@ -154,8 +154,10 @@ func handleSignals(ctx context.Context, certs *certStore, logger *slog.Logger, c
 // none). Listening comes first so that a port in use is reported before
 // Raft touches the data, and so that the bound address (port 0 resolved)
 // is what others are told, unless --advertise says otherwise.
-func listen(c *config, logger *slog.Logger, cl *cleanup) (ln, httpLn net.Listener, err error) {
-	ln, err = net.Listen("tcp", c.listen)
+func listen(c *config, logger *slog.Logger, cl *cleanup) (net.Listener, net.Listener, error) {
+	// Locals, not named results: the clean-up closures must keep the
+	// listeners that an error return would set to nil.
+	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen: %w", err)
 	}
@@ -163,7 +165,8 @@ func listen(c *config, logger *slog.Logger, cl *cleanup) (ln, httpLn net.Listene
 	if c.node.ClientAddr == "" {
 		c.node.ClientAddr = ln.Addr().String()
 	}
-	if httpLn, err = listenHTTP(c.httpListen, c.listen, logger); err != nil {
+	httpLn, err := listenHTTP(c.httpListen, c.listen, logger)
+	if err != nil {
 		return nil, nil, err
 	}
 	if httpLn != nil {
