@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"sync/atomic"
+	"time"
 
 	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/raft"
@@ -21,9 +22,18 @@ type applier struct {
 	// snapPos is the table's position (fsm.Table.Position) when the last
 	// snapshot was taken or restored.
 	snapPos atomic.Uint64
+	// applying is when the apply in progress started (Unix nanoseconds),
+	// zero between applies: Node.Live reads it.
+	applying atomic.Int64
 }
 
+// applyingSince returns when the apply in progress started (Unix
+// nanoseconds), or zero if none is.
+func (a *applier) applyingSince() int64 { return a.applying.Load() }
+
 func (a *applier) Apply(l *raft.Log) interface{} {
+	a.applying.Store(time.Now().UnixNano())
+	defer a.applying.Store(0)
 	a.grants.mu.Lock()
 	res := a.applyLocked(l)
 	a.watches.advancedLocked()
@@ -34,6 +44,8 @@ func (a *applier) Apply(l *raft.Log) interface{} {
 // ApplyBatch makes applier a raft.BatchingFSM: Raft hands it every entry
 // committed together, and the lock is taken once for them all.
 func (a *applier) ApplyBatch(logs []*raft.Log) []interface{} {
+	a.applying.Store(time.Now().UnixNano())
+	defer a.applying.Store(0)
 	out := make([]interface{}, len(logs))
 	a.grants.mu.Lock()
 	for i, l := range logs {

@@ -73,15 +73,29 @@ func (n *Node) expireLoop() {
 	defer n.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var probes []chan struct{}
 	for {
 		due, wait := n.grants.due()
 		if len(due) > 0 {
 			go n.proposeExpires(due)
 		}
+		// A liveness probe (Live) is answered once a round has run.
+		for _, p := range probes {
+			close(p)
+		}
+		probes = probes[:0]
 		timer.Reset(wait)
 		select {
 		case <-n.stopCh:
 			return
+		case p := <-n.probe:
+			probes = append(probes, p)
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
 		case <-timer.C:
 		case <-n.wake:
 			if !timer.Stop() {

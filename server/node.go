@@ -46,8 +46,12 @@ type Node struct {
 	// hadState reports that DataDir held Raft state when the node opened.
 	hadState bool
 	wake     chan struct{} // wakes the expiry loop
-	metrics  *metrics
-	watches  *watchHub // the retained events and the watches (Watch)
+	// probe carries liveness probes to the expiry loop (Live); stuckAfter
+	// is how long an apply may run before Live fails (tests lower it).
+	probe      chan chan struct{}
+	stuckAfter time.Duration
+	metrics    *metrics
+	watches    *watchHub // the retained events and the watches (Watch)
 }
 
 // Open starts a node from cfg. If cfg.DataDir holds no Raft state, it
@@ -77,15 +81,17 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:     cfg,
-		id:      id,
-		lock:    lock,
-		log:     logger.With("node", id),
-		table:   fsm.New(),
-		stopCh:  make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		metrics: newMetrics(),
-		latches: newLatches(),
+		cfg:        cfg,
+		id:         id,
+		lock:       lock,
+		log:        logger.With("node", id),
+		table:      fsm.New(),
+		stopCh:     make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		probe:      make(chan chan struct{}),
+		stuckAfter: defaultStuckAfter,
+		metrics:    newMetrics(),
+		latches:    newLatches(),
 	}
 	n.grants = newGrants(n.table, n.log, cfg.Quotas, cfg.MaxLocks)
 	n.grants.maxSessionLocks = cfg.MaxSessionLocks

@@ -7,9 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync/atomic"
 	"time"
-
-	"github.com/fencerlock/fencer/server"
 )
 
 // listenHTTP opens the --http-listen listener (addr; listen is --listen),
@@ -42,14 +41,40 @@ func listenHTTP(addr, listen string, logger *slog.Logger) (net.Listener, error) 
 	return ln, nil
 }
 
-// serveHTTP serves the node's /metrics, /healthz and /readyz on ln until the
+// endpoints is the HTTP handler fencerd serves from before its node opens:
+// until then (a node that is to join may wait long for its seed) /healthz
+// answers, as the process is running, and /readyz and /metrics say the node
+// is starting; then the node's own handler (server.Node.HTTPHandler).
+type endpoints struct {
+	node atomic.Pointer[http.Handler]
+}
+
+// opened switches to the node's handler.
+func (e *endpoints) opened(h http.Handler) { e.node.Store(&h) }
+
+func (e *endpoints) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := e.node.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	switch r.URL.Path {
+	case "/healthz":
+		fmt.Fprintln(w, "ok")
+	case "/readyz", "/metrics":
+		http.Error(w, "server: not ready: starting (waiting for the cluster to answer, or restoring)", http.StatusServiceUnavailable)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// serveHTTP serves e's /metrics, /healthz and /readyz on ln until the
 // returned server is closed. It returns nil if ln is nil.
 // With withPprof it also serves Go's profiles under /debug/pprof/.
-func serveHTTP(ln net.Listener, node *server.Node, logger *slog.Logger, withPprof bool) *http.Server {
+func serveHTTP(ln net.Listener, e *endpoints, logger *slog.Logger, withPprof bool) *http.Server {
 	if ln == nil {
 		return nil
 	}
-	handler := node.HTTPHandler()
+	var handler http.Handler = e
 	if withPprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)

@@ -93,13 +93,17 @@ func run(ctx context.Context, c *config) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	// Health checks answer while the node opens: a node that is to join
+	// waits for its seed there, and must not be restarted as dead.
+	var ep endpoints
+	if srv := serveHTTP(httpLn, &ep, logger, c.pprof); srv != nil {
+		cl.push(func() { _ = srv.Close() })
+	}
 	node, err := openNode(ctx, c, logger, &cl)
 	if err != nil {
 		return err
 	}
-	if srv := serveHTTP(httpLn, node, logger, c.pprof); srv != nil {
-		cl.push(func() { _ = srv.Close() })
-	}
+	ep.opened(node.HTTPHandler())
 	serveErr, err := startBridge(node, c.bridge, ln, &cl)
 	if err != nil {
 		return err
