@@ -64,6 +64,9 @@ func replyOf(err error) wire.Error {
 		return wire.Error{Code: wire.WrongType, Text: "Operation against a key holding the wrong kind of value"}
 	case errors.Is(err, server.ErrConflict):
 		return wire.Error{Code: wire.Timeout, Text: text + "; nothing was done: retry later"}
+	case errors.Is(err, server.ErrTransferRefused):
+		// Nothing was done; the text says why.
+		return wire.Error{Code: wire.Err, Text: text}
 	case errors.Is(err, server.ErrNoSession):
 		return wire.Error{Code: wire.NoSession, Text: "the session is not open (it expired, was closed or revoked); its locks are released: open a new one"}
 	}

@@ -28,6 +28,11 @@ var (
 	ErrNotMember = fmt.Errorf("%w: this node is not a member of a cluster (removed, or not yet joined)", ErrNoLeader)
 	// ErrUnknownMember means FENCE.REMOVE named a node that is not a member.
 	ErrUnknownMember = errors.New("server: no such member")
+	// ErrTransferRefused means a leadership transfer could not start: its
+	// target is the leader itself or not a voter, there is no other voter,
+	// or another transfer is in progress. Nothing was done; the error says
+	// why.
+	ErrTransferRefused = errors.New("server: leadership transfer refused")
 	// ErrDataDirInUse means another process holds the data directory's Raft
 	// store open.
 	ErrDataDirInUse = errors.New("server: data directory in use")
