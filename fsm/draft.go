@@ -37,12 +37,14 @@ type Draft struct {
 func (t *Table) Draft() *Draft {
 	d, _ := draftPool.Get().(*Draft)
 	if d == nil {
-		// The copies need only leases and release memory: a draft applies
-		// no member entry and forgets nothing.
-		copies := &Table{locks: make(map[string]*Lease), mem: make(map[string]released)}
+		// The copies need only leases and the releases the draft adds (it
+		// reads the rest of the memory through memBase): a draft applies no
+		// member entry and forgets nothing.
+		copies := &Table{locks: make(map[string]*Lease), mem: make(map[memKey]released), memKeys: make(map[string]keyMem)}
 		d = &Draft{t: copies, guards: make(map[string]Guard)}
 	}
 	d.src, d.pos = t, t.Position()+1
+	d.t.memBase = t
 	return d
 }
 
@@ -78,10 +80,11 @@ func (d *Draft) Release() {
 	clear(d.slab[:cap(d.slab)])
 	clear(d.t.locks)
 	clear(d.t.mem)
+	clear(d.t.memKeys)
 	clear(d.guards)
 	clear(d.granted)
 	clear(d.scans)
-	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memQueue: d.t.memQueue[:0]}
+	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memKeys: d.t.memKeys, memQueue: d.t.memQueue[:0]}
 	*d = Draft{t: d.t, guards: d.guards, granted: d.granted, scans: d.scans,
 		cmds: d.cmds[:0], results: d.results[:0], slab: d.slab[:0]}
 	draftPool.Put(d)
@@ -113,14 +116,10 @@ func (d *Draft) load(key string) {
 	d.src.mu.RLock()
 	g := d.src.guard(key)
 	l := d.src.locks[key]
-	m, remembered := d.src.mem[key]
 	d.src.mu.RUnlock()
 	if l != nil {
 		cp := l.copy() // a shared key's holders too: the draft applies to its own
 		d.t.locks[key] = &cp
-	}
-	if remembered {
-		d.t.mem[key] = m
 	}
 	d.guards[key] = g
 }
@@ -135,12 +134,11 @@ func (d *Draft) Get(key string) (Lease, bool) {
 	return l.copy(), true
 }
 
-// Remembered returns the owner whose release of key the draft has in
-// memory.
-func (d *Draft) Remembered(key string) (string, bool) {
+// Remembered reports whether owner's release of key is in the draft's
+// memory (the table's, and the draft's own releases).
+func (d *Draft) Remembered(key, owner string) bool {
 	d.load(key)
-	m, ok := d.t.mem[key]
-	return m.owner, ok
+	return d.t.remembered(key, owner)
 }
 
 // Scan lists the table's keys matching pattern (a Redis glob), whatever

@@ -18,10 +18,11 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-// snapshotVersion 5 added shared keys' holders; 4 each key's session and
+// snapshotVersion 6 remembers a release per owner of a key, not one per key
+// (the same layout, a key may repeat); 5 added shared keys' holders; 4 each key's session and
 // the sessions section; 3 each key's kind, data and last write; 2 the
-// members section. Versions 1 to 4 are still read.
-const snapshotVersion byte = 5
+// members section. Versions 1 to 5 are still read.
+const snapshotVersion byte = 6
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -34,7 +35,7 @@ type keyedLease struct {
 
 // rememberedRelease is a live release memory, for snapshots.
 type rememberedRelease struct {
-	key string
+	memKey
 	released
 }
 
@@ -76,8 +77,8 @@ func (t *Table) snapshot() *tableSnapshot {
 		s.sessions = append(s.sessions, ss.info())
 	}
 	for _, ref := range t.memQueue {
-		if m, ok := t.mem[ref.key]; ok && m.pos == ref.pos {
-			s.mem = append(s.mem, rememberedRelease{key: ref.key, released: m})
+		if t.live(ref) {
+			s.mem = append(s.mem, rememberedRelease{memKey: ref.memKey, released: t.mem[ref.memKey]})
 		}
 	}
 	return s
@@ -184,7 +185,7 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.locks, t.mem, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memQueue, n.members, n.sessions
+	t.locks, t.mem, t.memKeys, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memKeys, n.memQueue, n.members, n.sessions
 	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
 	return nil
 }
@@ -332,14 +333,16 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		return nil, fmt.Errorf("%w: %d releases in %d bytes", ErrBadSnapshot, nMem, len(d.b))
 	}
 	for i := uint64(0); i < nMem && d.err == nil; i++ {
-		key := d.string()
-		m := released{owner: d.string(), token: d.uvarint(), pos: d.uvarint()}
+		key, owner := d.string(), d.string()
+		m := released{token: d.uvarint(), pos: d.uvarint()}
 		if d.err == nil {
-			if _, dup := t.mem[key]; dup || key == "" {
+			// Up to version 5 a key had one remembered release; from 6 one
+			// per owner, in the order remembered.
+			_, dupOwner := t.mem[memKey{key, owner}]
+			if dupOwner || key == "" || version < 6 && t.memKeys[key].n > 0 || m.pos < t.memKeys[key].newest {
 				return nil, fmt.Errorf("%w: bad release memory for key %q", ErrBadSnapshot, key)
 			}
-			t.mem[key] = m
-			t.memQueue = append(t.memQueue, memRef{key: key, pos: m.pos})
+			t.remember(key, owner, m.token, m.pos)
 		}
 	}
 	var nMembers uint64

@@ -196,27 +196,49 @@ type Result struct {
 	Holder *Holder
 }
 
+// memKey names a remembered release: the key, and the owner that released
+// it. Every owner's release of a key is remembered, not only the last one,
+// so that an owner's repeated release answers as done however many owners
+// took and released the key in between (docs/safety.md, release memory).
+type memKey struct {
+	key, owner string
+}
+
 // released is a remembered release.
 type released struct {
-	owner string
 	token uint64
 	pos   uint64
 }
 
-// memRef is a release in the order it was remembered; it is stale once the
-// key was released again.
+// keyMem is what the table keeps of a key's remembered releases as a whole:
+// how many there are, and the position of the newest, which is the key's
+// guard (Guard.Mem).
+type keyMem struct {
+	n      int
+	newest uint64
+}
+
+// memRef is a release in the order it was remembered; it is stale once its
+// owner released the key again, or it was forgotten.
 type memRef struct {
-	key string
+	memKey
 	pos uint64
 }
 
 // Table is the lock table. It implements raft.FSM. Apply runs on Raft's FSM
 // goroutine; the read methods may be called from any goroutine.
 type Table struct {
-	mu       sync.RWMutex
-	locks    map[string]*Lease
-	mem      map[string]released
+	mu    sync.RWMutex
+	locks map[string]*Lease
+	// mem holds the remembered releases, memKeys each key's count and
+	// newest, memQueue the releases in the order remembered (the order they
+	// are forgotten in). memBase is set on a draft's copies only: the table
+	// whose memory they read through (a draft copies no memory; it adds
+	// its own releases to mem).
+	mem      map[memKey]released
+	memKeys  map[string]keyMem
 	memQueue []memRef
+	memBase  *Table
 	members  map[string]string // node ID → client address
 	floor    uint64            // added to every index
 	// extra is how many positions past its own the command being applied
@@ -235,7 +257,8 @@ type Table struct {
 func New() *Table {
 	return &Table{
 		locks:     make(map[string]*Lease),
-		mem:       make(map[string]released),
+		mem:       make(map[memKey]released),
+		memKeys:   make(map[string]keyMem),
 		members:   make(map[string]string),
 		sessions:  make(map[uint64]*Session),
 		memWindow: releaseMemoryWindow,
@@ -611,9 +634,12 @@ func (t *Table) guard(key string) Guard {
 	if l := t.locks[key]; l != nil {
 		g.Mod = l.Mod
 	}
-	if m, ok := t.mem[key]; ok {
-		g.Mem = m.pos
-	}
+	// The newest release's position: the same as when one release per key
+	// was remembered, so entries proposed then apply as they did. A
+	// release forgotten under a newer one changes no guard: a transaction
+	// that read it answers as if it ran before the forgetting, which only
+	// ever turns a refusal into a grant.
+	g.Mem = t.memKeys[key].newest
 	return g
 }
 
@@ -660,13 +686,50 @@ func (t *Table) drop(key string, l *Lease, taken bool) *Lease {
 }
 
 func (t *Table) remembered(key, owner string) bool {
-	m, ok := t.mem[key]
-	return ok && m.owner == owner
+	if _, ok := t.mem[memKey{key, owner}]; ok {
+		return true
+	}
+	if b := t.memBase; b != nil {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+		_, ok := b.mem[memKey{key, owner}]
+		return ok
+	}
+	return false
 }
 
 func (t *Table) remember(key, owner string, token, pos uint64) {
-	t.mem[key] = released{owner: owner, token: token, pos: pos}
-	t.memQueue = append(t.memQueue, memRef{key: key, pos: pos})
+	mk := memKey{key, owner}
+	if _, again := t.mem[mk]; !again {
+		km := t.memKeys[key]
+		km.n++
+		t.memKeys[key] = km
+	}
+	// An owner that releases the key again is remembered from the new
+	// position; its earlier queue entry goes stale.
+	t.mem[mk] = released{token: token, pos: pos}
+	if km := t.memKeys[key]; pos > km.newest {
+		km.newest = pos
+		t.memKeys[key] = km
+	}
+	t.memQueue = append(t.memQueue, memRef{memKey: mk, pos: pos})
+}
+
+// live reports whether ref is a remembered release, not a stale entry.
+func (t *Table) live(ref memRef) bool {
+	m, ok := t.mem[ref.memKey]
+	return ok && m.pos == ref.pos
+}
+
+// unremember forgets the release ref names, which is live.
+func (t *Table) unremember(ref memRef) {
+	delete(t.mem, ref.memKey)
+	km := t.memKeys[ref.key]
+	if km.n--; km.n == 0 {
+		delete(t.memKeys, ref.key)
+	} else {
+		t.memKeys[ref.key] = km
+	}
 }
 
 // forget drops remembered releases that are older than the window or over
@@ -676,12 +739,11 @@ func (t *Table) remember(key, owner string, token, pos uint64) {
 func (t *Table) forget(pos uint64) {
 	for len(t.memQueue) > 0 {
 		ref := t.memQueue[0]
-		m, ok := t.mem[ref.key]
 		switch {
-		case !ok || m.pos != ref.pos:
-			// stale: the key was released again later
+		case !t.live(ref):
+			// stale: the owner released the key again later
 		case len(t.mem) > t.memMax || ref.pos+t.memWindow <= pos:
-			delete(t.mem, ref.key)
+			t.unremember(ref)
 		default:
 			t.compactMemQueue()
 			return
@@ -698,7 +760,7 @@ func (t *Table) compactMemQueue() {
 	}
 	live := make([]memRef, 0, len(t.mem))
 	for _, ref := range t.memQueue {
-		if m, ok := t.mem[ref.key]; ok && m.pos == ref.pos {
+		if t.live(ref) {
 			live = append(live, ref)
 		}
 	}

@@ -242,15 +242,22 @@ func TestReleaseMemoryIsForgottenByLogPosition(t *testing.T) {
 		assert.Equal(t, Refused, a.apply(t, acquire("k2", "a", 1000)).Code)
 		assert.Equal(t, Refused, a.apply(t, acquire("k4", "a", 1000)).Code)
 	})
-	t.Run("rerelease replaces the memory", func(t *testing.T) {
+	t.Run("every owner's release of a key is remembered", func(t *testing.T) {
 		a := newApplier()
 		a.t.memWindow = 10
 		a.apply(t, acquire("k", "a", 1000))
-		a.apply(t, release("k", "a"))
+		a.apply(t, release("k", "a")) // position 2
 		a.apply(t, acquire("k", "b", 1000))
-		a.apply(t, release("k", "b")) // position 4; a's memory is gone
-		assert.Equal(t, Granted, a.apply(t, acquire("k", "a", 1000)).Code)
+		a.apply(t, release("k", "b")) // position 4; a's is still remembered
+		assert.Equal(t, AlreadyReleased, a.apply(t, release("k", "a")).Code)
+		assert.Equal(t, Refused, a.apply(t, acquire("k", "a", 1000)).Code)
 		assert.Equal(t, AlreadyReleased, a.apply(t, release("k", "b")).Code)
+		for a.index < 11 {
+			a.apply(t, acquire("other", "x", 1000))
+		}
+		// position 12 forgets a's (2 + window), not b's (4).
+		assert.Equal(t, Refused, a.apply(t, acquire("k", "b", 1000)).Code)
+		assert.Equal(t, Granted, a.apply(t, acquire("k", "a", 1000)).Code, "a's forgotten")
 	})
 }
 

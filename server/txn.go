@@ -260,15 +260,15 @@ func (tx *Tx) Get(key string) (Record, bool, error) {
 	return rec, true, nil
 }
 
-// Remembered returns the owner whose release of key the table remembers
-// (native semantics, invariant 5), if any.
-func (tx *Tx) Remembered(key string) (string, bool, error) {
+// Remembered reports whether the table remembers owner's release of key
+// (native semantics, invariant 5). Every owner's release is remembered, not
+// only the last, within the release memory's bounds.
+func (tx *Tx) Remembered(key, owner string) (bool, error) {
 	if err := tx.n.checkKey(key); err != nil {
-		return "", false, err
+		return false, err
 	}
 	tx.touch(key)
-	owner, ok := tx.d.Remembered(key)
-	return owner, ok, nil
+	return tx.d.Remembered(key, owner), nil
 }
 
 // Put stores value, of kind, under key, replacing whatever it held. ttl > 0

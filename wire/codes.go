@@ -42,6 +42,15 @@ const (
 	// every lock held under that session is free (or handed on). Open a
 	// new session; do not retry with the same one.
 	NoSession Code = "NOSESSION"
+	// Released: with --redlock-multi-endpoint, a write of a string whose
+	// value released that key (the release is remembered), or a script
+	// that acted on a key after reading it as still held by a value that
+	// released it (anything but the DEL that completes the release).
+	// Nothing was done: the value holds no lock on the key and never will
+	// again. A lock client reads it as a failed vote; take the lock again
+	// with a new value. (Where Redis has a "not done" reply, SET NX and XX,
+	// SETNX and MSETNX, that reply is given instead.)
+	Released Code = "RELEASED"
 )
 
 // Redis's codes, sent with Redis's meaning.
@@ -81,7 +90,7 @@ const (
 )
 
 // codes lists every code, in the order of docs/protocol.md's table.
-var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown, NoSession,
+var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown, NoSession, Released,
 	Err, WrongType, NoAuth, WrongPass, NoPerm, NoScript, NoProto, NotBusy}
 
 // Codes returns every code fencerd sends an error reply with.
