@@ -99,6 +99,7 @@ func (n *Node) expireLoop() {
 func (n *Node) proposeExpires(cmds []fsm.Command) {
 	errs := make([]chan error, len(cmds))
 	for i, c := range cmds {
+		faultPoint("expire-propose", &c)
 		ch := make(chan error, 1)
 		errs[i] = ch
 		n.batch.submit(c.Encode(nil), func(_ *fsm.Result, err error) { ch <- err })
