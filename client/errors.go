@@ -123,6 +123,8 @@ func classify(err error) failure {
 		return failure{err: fmt.Errorf("%w: %s", ErrWrongType, e)}
 	case wire.NoSession:
 		return failure{err: fmt.Errorf("%w: %s", ErrSessionEnded, e.Text)}
+	case wire.LeaseLost:
+		return failure{err: fmt.Errorf("%w: %s", ErrLeaseLost, e.Text)}
 	case wire.Released:
 		return failure{err: fmt.Errorf("%w: %s", ErrValueReleased, e.Text)}
 	case wire.Err:

@@ -65,6 +65,8 @@ func replyOf(err error) wire.Error {
 		return wire.Error{Code: wire.WrongType, Text: "Operation against a key holding the wrong kind of value"}
 	case errors.Is(err, server.ErrConflict):
 		return wire.Error{Code: wire.Timeout, Text: text + "; nothing was done: retry later"}
+	case errors.Is(err, server.ErrLeaseLost):
+		return wire.Error{Code: wire.LeaseLost, Text: text}
 	case errors.Is(err, rediscompat.ErrReleased):
 		return wire.Error{Code: wire.Released, Text: "this value released the key: it holds no lock on it and cannot write it or act on it again; nothing was done"}
 	case errors.Is(err, server.ErrTransferRefused):

@@ -51,6 +51,13 @@ const (
 	// with a new value. (Where Redis has a "not done" reply, SET NX and XX,
 	// SETNX and MSETNX, that reply is given instead.)
 	Released Code = "RELEASED"
+	// LeaseLost: FENCE.MACQUIRE sent again (after UNCERTAIN) found that an
+	// earlier attempt had been granted and that the owner holds only some
+	// of its keys now (the others ran out or were taken). The keys it
+	// still held were released by this command: nothing is held. Never
+	// "not granted": the lease existed and is lost. Take the locks again
+	// with a new owner.
+	LeaseLost Code = "LEASELOST"
 )
 
 // Redis's codes, sent with Redis's meaning.
@@ -90,7 +97,7 @@ const (
 )
 
 // codes lists every code, in the order of docs/protocol.md's table.
-var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown, NoSession, Released,
+var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown, NoSession, LeaseLost, Released,
 	Err, WrongType, NoAuth, WrongPass, NoPerm, NoScript, NoProto, NotBusy}
 
 // Codes returns every code fencerd sends an error reply with.
