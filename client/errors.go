@@ -65,9 +65,9 @@ var (
 	ErrSessionEnded = fmt.Errorf("%w: the session ended", ErrLeaseLost)
 	// ErrValueReleased means a server run with --redlock-multi-endpoint
 	// refused a write, through its Redis-compatible commands, of a value
-	// whose release of the key it remembers (wire code RELEASED). Nothing
-	// was done: that value holds no lock on the key and never will again;
-	// take the lock with a new value.
+	// whose release is the key's newest it remembers (wire code RELEASED).
+	// Nothing was done: that value holds no lock on the key; take the lock
+	// with a new value.
 	ErrValueReleased = errors.New("client: this value released the key")
 )
 

@@ -141,6 +141,13 @@ func (d *Draft) Remembered(key, owner string) bool {
 	return d.t.remembered(key, owner)
 }
 
+// LastReleased returns the owner of key's newest remembered release in the
+// draft's memory, if any: an acquire by that owner is refused.
+func (d *Draft) LastReleased(key string) (string, bool) {
+	d.load(key)
+	return d.t.lastReleased(key)
+}
+
 // Scan lists the table's keys matching pattern (a Redis glob), whatever
 // their TTLs and before the draft's own commands, and records the listing:
 // the transaction applies only if the same keys match when it is applied.

@@ -298,7 +298,7 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrBadSnapshot, version)
 	}
 	t := New()
-	t.memWindow, t.memMax = memWindow, memMax
+	t.memWindow, t.memMax, t.memEntriesMax = memWindow, memMax, 2*memMax
 	t.floor = d.uvarint()
 	t.lastIndex = d.uvarint()
 	t.maxToken = d.uvarint()

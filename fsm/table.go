@@ -200,6 +200,11 @@ type Result struct {
 // it. Every owner's release of a key is remembered, not only the last one,
 // so that an owner's repeated release answers as done however many owners
 // took and released the key in between (docs/safety.md, release memory).
+// An acquire is refused only to the owner of the key's newest release, as
+// when one release per key was remembered: a grant since the newest
+// release is someone else's, so an older owner's acquire cannot be the
+// delayed duplicate that brings back a lock nobody took after it, and it may
+// be that owner's next attempt (a Redlock client retries with its value).
 type memKey struct {
 	key, owner string
 }
@@ -211,11 +216,12 @@ type released struct {
 }
 
 // keyMem is what the table keeps of a key's remembered releases as a whole:
-// how many there are, and the position of the newest, which is the key's
-// guard (Guard.Mem).
+// how many there are, and the newest: its position, which is the key's guard
+// (Guard.Mem), and its owner, whose acquire of the key is refused.
 type keyMem struct {
 	n      int
 	newest uint64
+	last   string
 }
 
 // memRef is a release in the order it was remembered; it is stale once its
@@ -232,7 +238,8 @@ type Table struct {
 	locks map[string]*Lease
 	// mem holds the remembered releases, memKeys each key's count and
 	// newest, memQueue the releases in the order remembered (the order they
-	// are forgotten in). memBase is set on a draft's copies only: the table
+	// are forgotten in). memMax bounds the keys with a remembered release,
+	// memEntriesMax the releases that are not their key's newest. memBase is set on a draft's copies only: the table
 	// whose memory they read through (a draft copies no memory; it adds
 	// its own releases to mem).
 	mem      map[memKey]released
@@ -249,20 +256,22 @@ type Table struct {
 	maxToken  uint64 // largest token ever granted
 	sessions  map[uint64]*Session
 
-	memWindow uint64
-	memMax    int
+	memWindow     uint64
+	memMax        int
+	memEntriesMax int
 }
 
 // New returns an empty table.
 func New() *Table {
 	return &Table{
-		locks:     make(map[string]*Lease),
-		mem:       make(map[memKey]released),
-		memKeys:   make(map[string]keyMem),
-		members:   make(map[string]string),
-		sessions:  make(map[uint64]*Session),
-		memWindow: releaseMemoryWindow,
-		memMax:    releaseMemoryMax,
+		locks:         make(map[string]*Lease),
+		mem:           make(map[memKey]released),
+		memKeys:       make(map[string]keyMem),
+		members:       make(map[string]string),
+		sessions:      make(map[uint64]*Session),
+		memWindow:     releaseMemoryWindow,
+		memMax:        releaseMemoryMax,
+		memEntriesMax: 2 * releaseMemoryMax,
 	}
 }
 
@@ -409,7 +418,7 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		switch {
 		case c.Session != 0 && t.sessions[c.Session] == nil:
 			r.Code = NoSession
-		case cur == nil && !c.Redis && t.remembered(c.Key, c.Owner):
+		case cur == nil && !c.Redis && t.refuses(c.Key, c.Owner):
 			r.Code = Refused
 		case cur == nil:
 			t.grant(c.Key, Waiter{Owner: c.Owner, TTL: c.TTL, Session: c.Session, Value: c.Data}, pos)
@@ -528,7 +537,7 @@ func (t *Table) handOff(key string, w *Waiter, pos uint64) WaiterOutcome {
 	switch {
 	case t.locks[key] != nil:
 		return WaiterNone
-	case t.remembered(key, w.Owner):
+	case t.refuses(key, w.Owner):
 		return WaiterRefused
 	case w.Session != 0 && t.sessions[w.Session] == nil:
 		return WaiterNoSession
@@ -621,12 +630,20 @@ func (t *Table) Guard(key string) Guard {
 	return t.guard(key)
 }
 
-// Remembered reports whether owner's release of key is remembered (an
-// acquire by owner is refused).
+// Remembered reports whether owner's release of key is remembered (a
+// repeated release by owner answers as done).
 func (t *Table) Remembered(key, owner string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.remembered(key, owner)
+}
+
+// LastReleased returns the owner of key's newest remembered release, if
+// any: an acquire by that owner is refused.
+func (t *Table) LastReleased(key string) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.lastReleased(key)
 }
 
 func (t *Table) guard(key string) Guard {
@@ -698,6 +715,26 @@ func (t *Table) remembered(key, owner string) bool {
 	return false
 }
 
+func (t *Table) lastReleased(key string) (string, bool) {
+	if km, ok := t.memKeys[key]; ok {
+		return km.last, true
+	}
+	if b := t.memBase; b != nil {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+		km, ok := b.memKeys[key]
+		return km.last, ok
+	}
+	return "", false
+}
+
+// refuses reports whether an acquire of key by owner is refused: owner's
+// release is the key's newest remembered one.
+func (t *Table) refuses(key, owner string) bool {
+	last, ok := t.lastReleased(key)
+	return ok && last == owner
+}
+
 func (t *Table) remember(key, owner string, token, pos uint64) {
 	mk := memKey{key, owner}
 	if _, again := t.mem[mk]; !again {
@@ -708,8 +745,8 @@ func (t *Table) remember(key, owner string, token, pos uint64) {
 	// An owner that releases the key again is remembered from the new
 	// position; its earlier queue entry goes stale.
 	t.mem[mk] = released{token: token, pos: pos}
-	if km := t.memKeys[key]; pos > km.newest {
-		km.newest = pos
+	if km := t.memKeys[key]; pos >= km.newest {
+		km.newest, km.last = pos, owner
 		t.memKeys[key] = km
 	}
 	t.memQueue = append(t.memQueue, memRef{memKey: mk, pos: pos})
@@ -742,7 +779,11 @@ func (t *Table) forget(pos uint64) {
 		switch {
 		case !t.live(ref):
 			// stale: the owner released the key again later
-		case len(t.mem) > t.memMax || ref.pos+t.memWindow <= pos:
+		case len(t.memKeys) > t.memMax || ref.pos+t.memWindow <= pos ||
+			len(t.mem) > t.memEntriesMax && t.memKeys[ref.key].last != ref.owner:
+			// A key's newest release is its last to go, so the newest
+			// releases are forgotten exactly as when they were all that
+			// was remembered.
 			t.unremember(ref)
 		default:
 			t.compactMemQueue()

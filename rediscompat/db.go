@@ -21,6 +21,7 @@ type store interface {
 	Put(key string, kind fsm.Kind, value string, ttl time.Duration, keepTTL bool) error
 	Del(key string) (bool, error)
 	Remembered(key, owner string) (bool, error)
+	LastReleased(key string) (string, bool, error)
 	Release(key, owner string, redis bool) (bool, error)
 	Keys(pattern string) []string
 }
@@ -65,10 +66,10 @@ type entry struct {
 }
 
 // ErrReleased stops a command or script, under --redlock-multi-endpoint,
-// that writes a string with a value whose release of the key is remembered,
+// that writes a string with the value whose release is the key's newest,
 // or that does anything but delete a key after a ghost read of it (see
-// db.ghostGet): a value that released a lock never gets it back, and never
-// acts on it again. Nothing the command or script did takes effect. The
+// db.ghostGet): a value that released a lock does not take it back while
+// nobody took it since, and never acts on it after a ghost read. Nothing the command or script did takes effect. The
 // bridge answers it with wire.Released.
 var ErrReleased = errors.New("rediscompat: this value released the key; it cannot write it or act on it again (--redlock-multi-endpoint)")
 
@@ -197,8 +198,8 @@ func (d *db) touch(e *entry) {
 
 // setString stores s in e as a string with the TTL mode given (ttlKeep:
 // whatever e's TTL is now). Every string write passes here: under
-// --redlock-multi-endpoint, writing a value whose release of the key is
-// remembered stops the command or script with ErrReleased (the commands
+// --redlock-multi-endpoint, writing the value whose release is the key's
+// newest remembered one stops the command or script with ErrReleased (the commands
 // that have a "not done" reply, SET NX and XX, SETNX and MSETNX, check
 // refusedValue first and answer it instead).
 func (d *db) setString(e *entry, s string, mode ttlMode, ttl time.Duration) {
@@ -398,17 +399,18 @@ func (d *db) ownValue(e *entry) bool {
 }
 
 // refusedValue reports whether writing value v to e is refused under
-// --redlock-multi-endpoint: v's release of the key is remembered, so a
-// delayed acquire or extend by v cannot bring the released lock back, and v
-// cannot take the key from whoever holds it now.
+// --redlock-multi-endpoint: v's release is the key's newest remembered one,
+// so a delayed acquire or extend by v cannot bring the released lock back
+// (as FENCE.ACQUIRE is refused; an older release's owner may write the key
+// again, as its next attempt may: someone else took it since).
 func (d *db) refusedValue(e *entry, v string) bool {
 	if !d.multi || e.exists && e.kind == fsm.KindString && e.str == v {
 		return false
 	}
-	ok, err := d.st.Remembered(e.key, v)
+	last, ok, err := d.st.LastReleased(e.key)
 	if err != nil {
 		d.fail(err)
 		return true
 	}
-	return ok
+	return ok && last == v
 }

@@ -28,7 +28,7 @@ type Config struct {
 	// cluster as if they were independent masters reach its quorum: a
 	// same-value SET NX on a key that value holds returns the same grant,
 	// a compare-then-delete by a value is that value's remembered release,
-	// and a write of a value whose release of the key is remembered is
+	// and a write of the value whose release is the key's newest is
 	// refused (see docs/redlock.md). Safe only with a unique value per lock
 	// attempt.
 	RedlockMultiEndpoint bool

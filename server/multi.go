@@ -143,7 +143,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 			}
 			mine, token = mine+1, l.Token
 		case !held:
-			if g.table.Remembered(k, m.owner) {
+			if last, ok := g.table.LastReleased(k); ok && last == m.owner {
 				return acquireStep{act: actRefuse}
 			}
 			free++

@@ -43,13 +43,13 @@ const (
 	// new session; do not retry with the same one.
 	NoSession Code = "NOSESSION"
 	// Released: with --redlock-multi-endpoint, a write of a string whose
-	// value released that key (the release is remembered), or a script
-	// that acted on a key after reading it as still held by a value that
+	// value made the key's newest remembered release, or a script that
+	// acted on a key after reading it as still held by a value that
 	// released it (anything but the DEL that completes the release).
-	// Nothing was done: the value holds no lock on the key and never will
-	// again. A lock client reads it as a failed vote; take the lock again
-	// with a new value. (Where Redis has a "not done" reply, SET NX and XX,
-	// SETNX and MSETNX, that reply is given instead.)
+	// Nothing was done: the value holds no lock on the key. A lock client
+	// reads it as a failed vote; take the lock again with a new value.
+	// (Where Redis has a "not done" reply, SET NX and XX, SETNX and
+	// MSETNX, that reply is given instead.)
 	Released Code = "RELEASED"
 	// LeaseLost: FENCE.MACQUIRE sent again (after UNCERTAIN) found that an
 	// earlier attempt had been granted and that the owner holds only some

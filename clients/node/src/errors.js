@@ -73,9 +73,9 @@ export class NoPermError extends FencerError {}
 export class TLSError extends FencerError {}
 
 /** ValueReleasedError: a server run with --redlock-multi-endpoint refused a
- * write, through its Redis-compatible commands, of a value whose release of
- * the key it remembers (RELEASED). Nothing was done: that value holds no
- * lock on the key and never will again; take the lock with a new value. */
+ * write, through its Redis-compatible commands, of the value whose release
+ * is the key's newest it remembers (RELEASED). Nothing was done: that value holds no
+ * lock on the key; take the lock with a new value. */
 export class ValueReleasedError extends FencerError {}
 
 /** ServerError: an error reply with another code (WRONGTYPE, ...). */

@@ -129,10 +129,9 @@ class ClosedError(FencerError):
 class ValueReleasedError(FencerError):
     """A server run with ``--redlock-multi-endpoint`` refused a write (RELEASED).
 
-    The write, through the Redis-compatible commands, was of a value whose
-    release of the key the server remembers. Nothing was done: that value
-    holds no lock on the key and never will again; take the lock with a new
-    value.
+    The write, through the Redis-compatible commands, was of the value whose
+    release is the newest of the key the server remembers. Nothing was done:
+    that value holds no lock on the key; take the lock with a new value.
     """
 
 
