@@ -71,3 +71,19 @@ func TestRedlockEveryAddressUnlockUnderContention(t *testing.T) {
 		t.Errorf("%s", fmt.Sprint(len(history), " history lines"))
 	}
 }
+
+// node-redlock v4 and v5 given every address, six workers on one key, 25
+// locks each: every release of a held lock succeeds (the workers fail on
+// any that does not: STRICT_UNLOCK). (issue 31, item 2: before, some did
+// not once another worker had taken or released the key between a
+// release's addresses.)
+func TestRedlockEveryAddressNodeRedlockUnlock(t *testing.T) {
+	tools := rlInstall(t)
+	env := rlStart(t, rlEveryAddress)
+	t.Setenv("STRICT_UNLOCK", "1")
+	for _, major := range []string{"4", "5"} {
+		t.Run("node-redlock-v"+major, func(t *testing.T) {
+			tools.runNodeRedlock(t, env, major, "nr-every-"+major, 6, 25, 5*time.Millisecond, 30*time.Second)
+		})
+	}
+}
