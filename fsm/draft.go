@@ -40,7 +40,7 @@ func (t *Table) Draft() *Draft {
 		// The copies need only leases and the releases the draft adds (it
 		// reads the rest of the memory through memBase): a draft applies no
 		// member entry and forgets nothing.
-		copies := &Table{locks: make(map[string]*Lease), mem: make(map[memKey]released), memKeys: make(map[string]keyMem)}
+		copies := &Table{locks: make(map[string]*Lease), mem: make(map[string][]released), memPerKey: ReleaseMemoryPerKey}
 		d = &Draft{t: copies, guards: make(map[string]Guard)}
 	}
 	d.src, d.pos = t, t.Position()+1
@@ -80,11 +80,10 @@ func (d *Draft) Release() {
 	clear(d.slab[:cap(d.slab)])
 	clear(d.t.locks)
 	clear(d.t.mem)
-	clear(d.t.memKeys)
 	clear(d.guards)
 	clear(d.granted)
 	clear(d.scans)
-	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memKeys: d.t.memKeys, memQueue: d.t.memQueue[:0]}
+	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memQueue: d.t.memQueue[:0], memPerKey: ReleaseMemoryPerKey}
 	*d = Draft{t: d.t, guards: d.guards, granted: d.granted, scans: d.scans,
 		cmds: d.cmds[:0], results: d.results[:0], slab: d.slab[:0]}
 	draftPool.Put(d)

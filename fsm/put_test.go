@@ -191,19 +191,19 @@ func TestRestoresReleaseMemoryOfEveryVersion(t *testing.T) {
 	require.ErrorIs(t, bad.Restore(io.NopCloser(bytes.NewReader(snap(5, "k", "a", "k", "b")))), ErrBadSnapshot)
 
 	n := New()
-	n.memEntriesMax = 2
+	n.memMax = 1
 	require.NoError(t, n.Restore(io.NopCloser(bytes.NewReader(snap(6, "k", "a", "k", "b")))))
 	assert.True(t, n.Remembered("k", "a"))
 	assert.True(t, n.Remembered("k", "b"))
 	assert.Equal(t, uint64(4), n.Guard("k").Mem, "the newest release's position")
 	assert.Equal(t, snap(6, "k", "a", "k", "b"), n.MarshalSnapshot(), "the same bytes again")
-	n.ApplyCommand(10, Command{Op: OpAcquire, Key: "x", Owner: "c", TTL: 1000})
-	n.ApplyCommand(11, Command{Op: OpRelease, Key: "x", Owner: "c"})
-	assert.False(t, n.Remembered("k", "a"), "the oldest release that is not its key's newest is forgotten first")
-	assert.True(t, n.Remembered("k", "b"))
-	assert.True(t, n.Remembered("x", "c"))
 	last, ok := n.LastReleased("k")
 	assert.True(t, ok)
 	assert.Equal(t, "b", last)
+	n.ApplyCommand(10, Command{Op: OpAcquire, Key: "x", Owner: "c", TTL: 1000})
+	n.ApplyCommand(11, Command{Op: OpRelease, Key: "x", Owner: "c"})
+	assert.False(t, n.Remembered("k", "a"), "past memMax keys, the oldest releases go first")
+	assert.False(t, n.Remembered("k", "b"), "and a key's newest is its last")
+	assert.True(t, n.Remembered("x", "c"))
 	require.ErrorIs(t, New().Restore(io.NopCloser(bytes.NewReader(snap(6, "k", "a", "k", "a")))), ErrBadSnapshot)
 }

@@ -59,7 +59,7 @@ func TestNewestReleaseIsRememberedAsBefore(t *testing.T) {
 	for seed := int64(1); seed <= 300; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		a := newApplier()
-		a.t.memWindow, a.t.memMax, a.t.memEntriesMax = 40, 3, 5
+		a.t.memWindow, a.t.memMax, a.t.memPerKey = 40, 3, 2
 		old := &oldMemory{mem: map[string]struct {
 			owner string
 			pos   uint64
@@ -110,7 +110,13 @@ func TestNewestReleaseIsRememberedAsBefore(t *testing.T) {
 					require.Zero(t, a.t.Guard(key).Mem, "seed %d step %d", seed, i)
 				}
 			}
-			require.LessOrEqual(t, len(a.t.mem), a.t.memEntriesMax+a.t.memMax+1, "seed %d: the memory stays bounded", seed)
+			require.LessOrEqual(t, len(a.t.mem), a.t.memMax+1, "seed %d: the keys remembered stay bounded", seed)
+			n := 0
+			for _, rs := range a.t.mem {
+				require.LessOrEqual(t, len(rs), a.t.memPerKey, "seed %d", seed)
+				n += len(rs)
+			}
+			require.Equal(t, n, a.t.memCount, "seed %d", seed)
 		}
 	}
 }

@@ -35,7 +35,7 @@ type keyedLease struct {
 
 // rememberedRelease is a live release memory, for snapshots.
 type rememberedRelease struct {
-	memKey
+	key string
 	released
 }
 
@@ -64,7 +64,7 @@ func (t *Table) snapshot() *tableSnapshot {
 		lastIndex: t.lastIndex,
 		maxToken:  t.maxToken,
 		locks:     make([]keyedLease, 0, len(t.locks)),
-		mem:       make([]rememberedRelease, 0, len(t.mem)),
+		mem:       make([]rememberedRelease, 0, t.memCount),
 		members:   make(map[string]string, len(t.members)),
 	}
 	for id, addr := range t.members {
@@ -77,8 +77,8 @@ func (t *Table) snapshot() *tableSnapshot {
 		s.sessions = append(s.sessions, ss.info())
 	}
 	for _, ref := range t.memQueue {
-		if t.live(ref) {
-			s.mem = append(s.mem, rememberedRelease{memKey: ref.memKey, released: t.mem[ref.memKey]})
+		if i := t.live(ref); i >= 0 {
+			s.mem = append(s.mem, rememberedRelease{key: ref.key, released: t.mem[ref.key][i]})
 		}
 	}
 	return s
@@ -185,7 +185,7 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.locks, t.mem, t.memKeys, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memKeys, n.memQueue, n.members, n.sessions
+	t.locks, t.mem, t.memCount, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memCount, n.memQueue, n.members, n.sessions
 	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
 	return nil
 }
@@ -298,7 +298,7 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrBadSnapshot, version)
 	}
 	t := New()
-	t.memWindow, t.memMax, t.memEntriesMax = memWindow, memMax, 2*memMax
+	t.memWindow, t.memMax = memWindow, memMax
 	t.floor = d.uvarint()
 	t.lastIndex = d.uvarint()
 	t.maxToken = d.uvarint()
@@ -334,12 +334,13 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 	}
 	for i := uint64(0); i < nMem && d.err == nil; i++ {
 		key, owner := d.string(), d.string()
-		m := released{token: d.uvarint(), pos: d.uvarint()}
+		m := released{owner: owner, token: d.uvarint(), pos: d.uvarint()}
 		if d.err == nil {
 			// Up to version 5 a key had one remembered release; from 6 one
 			// per owner, in the order remembered.
-			_, dupOwner := t.mem[memKey{key, owner}]
-			if dupOwner || key == "" || version < 6 && t.memKeys[key].n > 0 || m.pos < t.memKeys[key].newest {
+			rs := t.mem[key]
+			if findRelease(rs, owner) >= 0 || key == "" || version < 6 && len(rs) > 0 ||
+				len(rs) > 0 && m.pos < rs[len(rs)-1].pos {
 				return nil, fmt.Errorf("%w: bad release memory for key %q", ErrBadSnapshot, key)
 			}
 			t.remember(key, owner, m.token, m.pos)

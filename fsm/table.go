@@ -13,9 +13,14 @@ import (
 const (
 	// ReleaseMemoryWindow is how many log positions a release is remembered.
 	ReleaseMemoryWindow = 1 << 20
-	// ReleaseMemoryMax is how many releases are remembered at most; past it
-	// the oldest is forgotten first.
+	// ReleaseMemoryMax is how many keys have a remembered release at most;
+	// past it the oldest release is forgotten first.
 	ReleaseMemoryMax = 1 << 17
+	// ReleaseMemoryPerKey is how many releases of one key, by as many
+	// owners, are remembered at most: the newest; past it the key's oldest
+	// is forgotten. A late release by an owner whose release of the key was
+	// pushed out answers as for a key it does not hold.
+	ReleaseMemoryPerKey = 8
 )
 
 // releaseMemoryWindow and releaseMemoryMax are the bounds New gives a table:
@@ -196,39 +201,27 @@ type Result struct {
 	Holder *Holder
 }
 
-// memKey names a remembered release: the key, and the owner that released
-// it. Every owner's release of a key is remembered, not only the last one,
-// so that an owner's repeated release answers as done however many owners
-// took and released the key in between (docs/safety.md, release memory).
-// An acquire is refused only to the owner of the key's newest release, as
-// when one release per key was remembered: a grant since the newest
-// release is someone else's, so an older owner's acquire cannot be the
-// delayed duplicate that brings back a lock nobody took after it, and it may
-// be that owner's next attempt (a Redlock client retries with its value).
-type memKey struct {
-	key, owner string
-}
-
-// released is a remembered release.
+// released is a remembered release. Every owner's release of a key is
+// remembered (the newest ReleaseMemoryPerKey of them), not only the last
+// one, so that an owner's repeated release answers as done however many
+// owners took and released the key in between (docs/safety.md, release
+// memory). An acquire is refused only to the owner of the key's newest
+// release, as when one release per key was remembered: a grant since the
+// newest release is someone else's, so an older owner's acquire cannot be
+// the delayed duplicate that brings back a lock nobody took after it, and
+// it may be that owner's next attempt (a Redlock client retries with its
+// value).
 type released struct {
+	owner string
 	token uint64
 	pos   uint64
-}
-
-// keyMem is what the table keeps of a key's remembered releases as a whole:
-// how many there are, and the newest: its position, which is the key's guard
-// (Guard.Mem), and its owner, whose acquire of the key is refused.
-type keyMem struct {
-	n      int
-	newest uint64
-	last   string
 }
 
 // memRef is a release in the order it was remembered; it is stale once its
 // owner released the key again, or it was forgotten.
 type memRef struct {
-	memKey
-	pos uint64
+	key, owner string
+	pos        uint64
 }
 
 // Table is the lock table. It implements raft.FSM. Apply runs on Raft's FSM
@@ -236,14 +229,14 @@ type memRef struct {
 type Table struct {
 	mu    sync.RWMutex
 	locks map[string]*Lease
-	// mem holds the remembered releases, memKeys each key's count and
-	// newest, memQueue the releases in the order remembered (the order they
-	// are forgotten in). memMax bounds the keys with a remembered release,
-	// memEntriesMax the releases that are not their key's newest. memBase is set on a draft's copies only: the table
-	// whose memory they read through (a draft copies no memory; it adds
-	// its own releases to mem).
-	mem      map[memKey]released
-	memKeys  map[string]keyMem
+	// mem holds each key's remembered releases, oldest first, one per
+	// owner, at most memPerKey; memCount how many in all; memQueue every
+	// release in the order remembered (the order they are forgotten in).
+	// memBase is set on a draft's copies only: the table whose memory they
+	// read through (a draft copies no memory; it adds its own releases to
+	// mem).
+	mem      map[string][]released
+	memCount int
 	memQueue []memRef
 	memBase  *Table
 	members  map[string]string // node ID → client address
@@ -256,22 +249,21 @@ type Table struct {
 	maxToken  uint64 // largest token ever granted
 	sessions  map[uint64]*Session
 
-	memWindow     uint64
-	memMax        int
-	memEntriesMax int
+	memWindow uint64
+	memMax    int
+	memPerKey int
 }
 
 // New returns an empty table.
 func New() *Table {
 	return &Table{
-		locks:         make(map[string]*Lease),
-		mem:           make(map[memKey]released),
-		memKeys:       make(map[string]keyMem),
-		members:       make(map[string]string),
-		sessions:      make(map[uint64]*Session),
-		memWindow:     releaseMemoryWindow,
-		memMax:        releaseMemoryMax,
-		memEntriesMax: 2 * releaseMemoryMax,
+		locks:     make(map[string]*Lease),
+		mem:       make(map[string][]released),
+		members:   make(map[string]string),
+		sessions:  make(map[uint64]*Session),
+		memWindow: releaseMemoryWindow,
+		memMax:    releaseMemoryMax,
+		memPerKey: ReleaseMemoryPerKey,
 	}
 }
 
@@ -656,7 +648,9 @@ func (t *Table) guard(key string) Guard {
 	// release forgotten under a newer one changes no guard: a transaction
 	// that read it answers as if it ran before the forgetting, which only
 	// ever turns a refusal into a grant.
-	g.Mem = t.memKeys[key].newest
+	if rs := t.mem[key]; len(rs) > 0 {
+		g.Mem = rs[len(rs)-1].pos
+	}
 	return g
 }
 
@@ -702,28 +696,38 @@ func (t *Table) drop(key string, l *Lease, taken bool) *Lease {
 	return l
 }
 
+// findRelease returns the index of owner's release in rs, or -1.
+func findRelease(rs []released, owner string) int {
+	for i := range rs {
+		if rs[i].owner == owner {
+			return i
+		}
+	}
+	return -1
+}
+
 func (t *Table) remembered(key, owner string) bool {
-	if _, ok := t.mem[memKey{key, owner}]; ok {
+	if findRelease(t.mem[key], owner) >= 0 {
 		return true
 	}
 	if b := t.memBase; b != nil {
 		b.mu.RLock()
 		defer b.mu.RUnlock()
-		_, ok := b.mem[memKey{key, owner}]
-		return ok
+		return findRelease(b.mem[key], owner) >= 0
 	}
 	return false
 }
 
 func (t *Table) lastReleased(key string) (string, bool) {
-	if km, ok := t.memKeys[key]; ok {
-		return km.last, true
+	if rs := t.mem[key]; len(rs) > 0 {
+		return rs[len(rs)-1].owner, true
 	}
 	if b := t.memBase; b != nil {
 		b.mu.RLock()
 		defer b.mu.RUnlock()
-		km, ok := b.memKeys[key]
-		return km.last, ok
+		if rs := b.mem[key]; len(rs) > 0 {
+			return rs[len(rs)-1].owner, true
+		}
 	}
 	return "", false
 }
@@ -735,56 +739,59 @@ func (t *Table) refuses(key, owner string) bool {
 	return ok && last == owner
 }
 
+// remember adds owner's release of key at pos, the newest. An owner that
+// releases the key again is remembered from the new position (its earlier
+// queue entry goes stale); past memPerKey releases of the key, its oldest
+// is forgotten (never the newest).
 func (t *Table) remember(key, owner string, token, pos uint64) {
-	mk := memKey{key, owner}
-	if _, again := t.mem[mk]; !again {
-		km := t.memKeys[key]
-		km.n++
-		t.memKeys[key] = km
+	rs := t.mem[key]
+	if i := findRelease(rs, owner); i >= 0 {
+		rs = append(rs[:i], rs[i+1:]...)
+		t.memCount--
 	}
-	// An owner that releases the key again is remembered from the new
-	// position; its earlier queue entry goes stale.
-	t.mem[mk] = released{token: token, pos: pos}
-	if km := t.memKeys[key]; pos >= km.newest {
-		km.newest, km.last = pos, owner
-		t.memKeys[key] = km
+	rs = append(rs, released{owner: owner, token: token, pos: pos})
+	t.memCount++
+	if len(rs) > t.memPerKey {
+		rs = append(rs[:0], rs[1:]...)
+		t.memCount--
 	}
-	t.memQueue = append(t.memQueue, memRef{memKey: mk, pos: pos})
+	t.mem[key] = rs
+	t.memQueue = append(t.memQueue, memRef{key: key, owner: owner, pos: pos})
 }
 
-// live reports whether ref is a remembered release, not a stale entry.
-func (t *Table) live(ref memRef) bool {
-	m, ok := t.mem[ref.memKey]
-	return ok && m.pos == ref.pos
-}
-
-// unremember forgets the release ref names, which is live.
-func (t *Table) unremember(ref memRef) {
-	delete(t.mem, ref.memKey)
-	km := t.memKeys[ref.key]
-	if km.n--; km.n == 0 {
-		delete(t.memKeys, ref.key)
-	} else {
-		t.memKeys[ref.key] = km
+// live returns the index in its key's releases of the release ref names,
+// or -1 if ref is stale.
+func (t *Table) live(ref memRef) int {
+	rs := t.mem[ref.key]
+	if i := findRelease(rs, ref.owner); i >= 0 && rs[i].pos == ref.pos {
+		return i
 	}
+	return -1
 }
 
-// forget drops remembered releases that are older than the window or over
-// the count, oldest first. Its effect depends only on the live memory, never
-// on stale queue entries, so a table restored from a snapshot (which holds no
-// stale entries) forgets exactly as the original does.
+// forget drops remembered releases that are older than the window or, while
+// more than memMax keys have one, the oldest. Its effect depends only on the
+// live memory, never on stale queue entries, so a table restored from a
+// snapshot (which holds no stale entries) forgets exactly as the original
+// does. A key's newest release is its last to go (the queue is in position
+// order), so the newest releases, which guards and acquires read, are
+// forgotten exactly as when they were all that was remembered.
 func (t *Table) forget(pos uint64) {
 	for len(t.memQueue) > 0 {
 		ref := t.memQueue[0]
+		i := t.live(ref)
 		switch {
-		case !t.live(ref):
-			// stale: the owner released the key again later
-		case len(t.memKeys) > t.memMax || ref.pos+t.memWindow <= pos ||
-			len(t.mem) > t.memEntriesMax && t.memKeys[ref.key].last != ref.owner:
-			// A key's newest release is its last to go, so the newest
-			// releases are forgotten exactly as when they were all that
-			// was remembered.
-			t.unremember(ref)
+		case i < 0:
+			// stale: the owner released the key again later, or the
+			// key's newer releases pushed it out
+		case len(t.mem) > t.memMax || ref.pos+t.memWindow <= pos:
+			rs := t.mem[ref.key]
+			if rs = append(rs[:i], rs[i+1:]...); len(rs) == 0 {
+				delete(t.mem, ref.key)
+			} else {
+				t.mem[ref.key] = rs
+			}
+			t.memCount--
 		default:
 			t.compactMemQueue()
 			return
@@ -796,12 +803,12 @@ func (t *Table) forget(pos uint64) {
 
 // compactMemQueue drops stale entries once they dominate the queue.
 func (t *Table) compactMemQueue() {
-	if len(t.memQueue) < 1024 || len(t.memQueue) < 2*len(t.mem) {
+	if len(t.memQueue) < 1024 || len(t.memQueue) < 2*t.memCount {
 		return
 	}
-	live := make([]memRef, 0, len(t.mem))
+	live := make([]memRef, 0, t.memCount)
 	for _, ref := range t.memQueue {
-		if t.live(ref) {
+		if t.live(ref) >= 0 {
 			live = append(live, ref)
 		}
 	}

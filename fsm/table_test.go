@@ -242,6 +242,19 @@ func TestReleaseMemoryIsForgottenByLogPosition(t *testing.T) {
 		assert.Equal(t, Refused, a.apply(t, acquire("k2", "a", 1000)).Code)
 		assert.Equal(t, Refused, a.apply(t, acquire("k4", "a", 1000)).Code)
 	})
+	t.Run("the newest releases of a key, by as many owners", func(t *testing.T) {
+		a := newApplier()
+		a.t.memPerKey = 3
+		for _, o := range []string{"a", "b", "c", "d"} {
+			a.apply(t, acquire("k", o, 1000))
+			a.apply(t, release("k", o))
+		}
+		assert.Equal(t, NotHolder, a.apply(t, release("k", "a")).Code, "pushed out by the newer three")
+		for _, o := range []string{"b", "c", "d"} {
+			assert.Equal(t, AlreadyReleased, a.apply(t, release("k", o)).Code, o)
+		}
+		assert.Equal(t, Refused, a.apply(t, acquire("k", "d", 1000)).Code, "the newest release's owner")
+	})
 	t.Run("every owner's release of a key is remembered", func(t *testing.T) {
 		a := newApplier()
 		a.t.memWindow = 10

@@ -19,7 +19,7 @@ func lockState(t *Table) map[string]any {
 		out["lock "+k] = *l
 	}
 	for k, m := range t.mem {
-		out["mem "+k.key+" "+k.owner] = m
+		out["mem "+k] = m
 	}
 	return out
 }
