@@ -63,6 +63,12 @@ var (
 	// expired, was closed or revoked): every lock held under it is gone.
 	// Errors that wrap it also wrap ErrLeaseLost.
 	ErrSessionEnded = fmt.Errorf("%w: the session ended", ErrLeaseLost)
+	// ErrValueReleased means a server run with --redlock-multi-endpoint
+	// refused a write, through its Redis-compatible commands, of a value
+	// whose release is the key's newest it remembers (wire code RELEASED).
+	// Nothing was done: that value holds no lock on the key; take the lock
+	// with a new value.
+	ErrValueReleased = errors.New("client: this value released the key")
 )
 
 // Errors with redsync's names, returned by Mutex together with the errors
@@ -117,6 +123,10 @@ func classify(err error) failure {
 		return failure{err: fmt.Errorf("%w: %s", ErrWrongType, e)}
 	case wire.NoSession:
 		return failure{err: fmt.Errorf("%w: %s", ErrSessionEnded, e.Text)}
+	case wire.LeaseLost:
+		return failure{err: fmt.Errorf("%w: %s", ErrLeaseLost, e.Text)}
+	case wire.Released:
+		return failure{err: fmt.Errorf("%w: %s", ErrValueReleased, e.Text)}
 	case wire.Err:
 		arg, _, _ := wire.ParseInvalidArgument(e)
 		return failure{err: fmt.Errorf("%w: %s", ErrInvalidArgument, e.Text), arg: arg}

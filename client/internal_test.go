@@ -59,6 +59,8 @@ func TestClassify(t *testing.T) {
 		{replyErr("ERR invalid argument: ttl: 50ms is outside 100ms..24h0m0s"), false, "", ErrInvalidArgument},
 		{replyErr("ERR wrong number of arguments for 'fence.acquire' command"), false, "", ErrInvalidArgument},
 		{replyErr("WRONGTYPE something else"), false, "", nil},
+		{replyErr("LEASELOST lease lost: o held only some of the keys an earlier attempt was granted (the others ran out or were taken); the rest are released"), false, "", ErrLeaseLost},
+		{replyErr("RELEASED this value released the key: it holds no lock on it and cannot write it or act on it again; nothing was done"), false, "", ErrValueReleased},
 		{replyErr("WRONGPASS invalid username-password pair or user is disabled."), false, "", ErrAuth},
 		{replyErr("NOAUTH Authentication required."), false, "", ErrAuth},
 		{replyErr("NOPERM No permissions to access a key"), false, "", ErrNoPerm},

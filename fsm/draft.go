@@ -40,12 +40,14 @@ type Draft struct {
 func (t *Table) Draft() *Draft {
 	d, _ := draftPool.Get().(*Draft)
 	if d == nil {
-		// The copies need only leases and release memory: a draft applies
-		// no member entry and forgets nothing.
-		copies := &Table{locks: make(map[string]*Lease), mem: make(map[string]released)}
+		// The copies need only leases and the releases the draft adds (it
+		// reads the rest of the memory through memBase): a draft applies no
+		// member entry and forgets nothing.
+		copies := &Table{locks: make(map[string]*Lease), mem: make(map[string][]released), memPerKey: ReleaseMemoryPerKey}
 		d = &Draft{t: copies, guards: make(map[string]Guard)}
 	}
 	d.src, d.pos = t, t.Position()+1
+	d.t.memBase = t
 	return d
 }
 
@@ -84,7 +86,7 @@ func (d *Draft) Release() {
 	clear(d.guards)
 	clear(d.granted)
 	clear(d.scans)
-	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memQueue: d.t.memQueue[:0]}
+	*d.t = Table{locks: d.t.locks, mem: d.t.mem, memQueue: d.t.memQueue[:0], memPerKey: ReleaseMemoryPerKey}
 	*d = Draft{t: d.t, guards: d.guards, granted: d.granted, scans: d.scans,
 		cmds: d.cmds[:0], results: d.results[:0], slab: d.slab[:0]}
 	draftPool.Put(d)
@@ -116,14 +118,10 @@ func (d *Draft) load(key string) {
 	d.src.mu.RLock()
 	g := d.src.guard(key)
 	l := d.src.locks[key]
-	m, remembered := d.src.mem[key]
 	d.src.mu.RUnlock()
 	if l != nil {
 		cp := l.copy() // a shared key's holders too: the draft applies to its own
 		d.t.locks[key] = &cp
-	}
-	if remembered {
-		d.t.mem[key] = m
 	}
 	d.guards[key] = g
 }
@@ -138,12 +136,18 @@ func (d *Draft) Get(key string) (Lease, bool) {
 	return l.copy(), true
 }
 
-// Remembered returns the owner whose release of key the draft has in
-// memory.
-func (d *Draft) Remembered(key string) (string, bool) {
+// Remembered reports whether owner's release of key is in the draft's
+// memory (the table's, and the draft's own releases).
+func (d *Draft) Remembered(key, owner string) bool {
 	d.load(key)
-	m, ok := d.t.mem[key]
-	return m.owner, ok
+	return d.t.remembered(key, owner)
+}
+
+// LastReleased returns the owner of key's newest remembered release in the
+// draft's memory, if any: an acquire by that owner is refused.
+func (d *Draft) LastReleased(key string) (string, bool) {
+	d.load(key)
+	return d.t.lastReleased(key)
 }
 
 // Scan lists the table's keys matching pattern (a Redis glob), whatever

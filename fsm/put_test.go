@@ -160,3 +160,50 @@ func TestRestoresVersion2Snapshots(t *testing.T) {
 	assert.Equal(t, Lease{Owner: "owner", Token: 7, TTL: 1000, Version: 8, Mod: 8, Kind: KindString}, l)
 	assert.Equal(t, "addr:1", n.Members()["n1"])
 }
+
+// A version 5 snapshot's release memory (one release per key) restores,
+// and one key's releases by several owners (version 6) restore and are
+// forgotten in the order they were remembered; a version 5 snapshot that
+// repeats a key is corrupt.
+func TestRestoresReleaseMemoryOfEveryVersion(t *testing.T) {
+	snap := func(version byte, mem ...string) []byte {
+		var b []byte
+		b = append(b, "FNCS"...)
+		b = append(b, version)
+		b = append(b, 0, 9, 0) // floor, last index, max token
+		b = append(b, 0)       // no leases
+		b = append(b, byte(len(mem)/2))
+		for i := 0; i < len(mem); i += 2 {
+			b = appendString(b, mem[i])   // key
+			b = appendString(b, mem[i+1]) // owner
+			b = append(b, 0, byte(2+i))   // token, position
+		}
+		b = append(b, 0, 0) // no members, no sessions
+		return b
+	}
+	old := New()
+	require.NoError(t, old.Restore(io.NopCloser(bytes.NewReader(snap(5, "k", "a", "j", "b")))))
+	assert.True(t, old.Remembered("k", "a"))
+	assert.True(t, old.Remembered("j", "b"))
+	assert.Equal(t, uint64(2), old.Guard("k").Mem)
+
+	bad := New()
+	require.ErrorIs(t, bad.Restore(io.NopCloser(bytes.NewReader(snap(5, "k", "a", "k", "b")))), ErrBadSnapshot)
+
+	n := New()
+	n.memMax = 1
+	require.NoError(t, n.Restore(io.NopCloser(bytes.NewReader(snap(6, "k", "a", "k", "b")))))
+	assert.True(t, n.Remembered("k", "a"))
+	assert.True(t, n.Remembered("k", "b"))
+	assert.Equal(t, uint64(4), n.Guard("k").Mem, "the newest release's position")
+	assert.Equal(t, snap(6, "k", "a", "k", "b"), n.MarshalSnapshot(), "the same bytes again")
+	last, ok := n.LastReleased("k")
+	assert.True(t, ok)
+	assert.Equal(t, "b", last)
+	n.ApplyCommand(10, Command{Op: OpAcquire, Key: "x", Owner: "c", TTL: 1000})
+	n.ApplyCommand(11, Command{Op: OpRelease, Key: "x", Owner: "c"})
+	assert.False(t, n.Remembered("k", "a"), "past memMax keys, the oldest releases go first")
+	assert.False(t, n.Remembered("k", "b"), "and a key's newest is its last")
+	assert.True(t, n.Remembered("x", "c"))
+	require.ErrorIs(t, New().Restore(io.NopCloser(bytes.NewReader(snap(6, "k", "a", "k", "a")))), ErrBadSnapshot)
+}

@@ -18,10 +18,11 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-// snapshotVersion 5 added shared keys' holders; 4 each key's session and
+// snapshotVersion 6 remembers a release per owner of a key, not one per key
+// (the same layout, a key may repeat); 5 added shared keys' holders; 4 each key's session and
 // the sessions section; 3 each key's kind, data and last write; 2 the
-// members section. Versions 1 to 4 are still read.
-const snapshotVersion byte = 5
+// members section. Versions 1 to 5 are still read.
+const snapshotVersion byte = 6
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -63,7 +64,7 @@ func (t *Table) snapshot() *tableSnapshot {
 		lastIndex: t.lastIndex,
 		maxToken:  t.maxToken,
 		locks:     make([]keyedLease, 0, len(t.locks)),
-		mem:       make([]rememberedRelease, 0, len(t.mem)),
+		mem:       make([]rememberedRelease, 0, t.memCount),
 		members:   make(map[string]string, len(t.members)),
 	}
 	for id, addr := range t.members {
@@ -76,8 +77,8 @@ func (t *Table) snapshot() *tableSnapshot {
 		s.sessions = append(s.sessions, ss.info())
 	}
 	for _, ref := range t.memQueue {
-		if m, ok := t.mem[ref.key]; ok && m.pos == ref.pos {
-			s.mem = append(s.mem, rememberedRelease{key: ref.key, released: m})
+		if i := t.live(ref); i >= 0 {
+			s.mem = append(s.mem, rememberedRelease{key: ref.key, released: t.mem[ref.key][i]})
 		}
 	}
 	return s
@@ -184,7 +185,7 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.locks, t.mem, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memQueue, n.members, n.sessions
+	t.locks, t.mem, t.memCount, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memCount, n.memQueue, n.members, n.sessions
 	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
 	return nil
 }
@@ -332,14 +333,17 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 		return nil, fmt.Errorf("%w: %d releases in %d bytes", ErrBadSnapshot, nMem, len(d.b))
 	}
 	for i := uint64(0); i < nMem && d.err == nil; i++ {
-		key := d.string()
-		m := released{owner: d.string(), token: d.uvarint(), pos: d.uvarint()}
+		key, owner := d.string(), d.string()
+		m := released{owner: owner, token: d.uvarint(), pos: d.uvarint()}
 		if d.err == nil {
-			if _, dup := t.mem[key]; dup || key == "" {
+			// Up to version 5 a key had one remembered release; from 6 one
+			// per owner, in the order remembered.
+			rs := t.mem[key]
+			if findRelease(rs, owner) >= 0 || key == "" || version < 6 && len(rs) > 0 ||
+				len(rs) > 0 && m.pos < rs[len(rs)-1].pos {
 				return nil, fmt.Errorf("%w: bad release memory for key %q", ErrBadSnapshot, key)
 			}
-			t.mem[key] = m
-			t.memQueue = append(t.memQueue, memRef{key: key, pos: m.pos})
+			t.remember(key, owner, m.token, m.pos)
 		}
 	}
 	var nMembers uint64

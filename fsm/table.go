@@ -13,9 +13,14 @@ import (
 const (
 	// ReleaseMemoryWindow is how many log positions a release is remembered.
 	ReleaseMemoryWindow = 1 << 20
-	// ReleaseMemoryMax is how many releases are remembered at most; past it
-	// the oldest is forgotten first.
+	// ReleaseMemoryMax is how many keys have a remembered release at most;
+	// past it the oldest release is forgotten first.
 	ReleaseMemoryMax = 1 << 17
+	// ReleaseMemoryPerKey is how many releases of one key, by as many
+	// owners, are remembered at most: the newest; past it the key's oldest
+	// is forgotten. A late release by an owner whose release of the key was
+	// pushed out answers as for a key it does not hold.
+	ReleaseMemoryPerKey = 8
 )
 
 // releaseMemoryWindow and releaseMemoryMax are the bounds New gives a table:
@@ -196,27 +201,44 @@ type Result struct {
 	Holder *Holder
 }
 
-// released is a remembered release.
+// released is a remembered release. Every owner's release of a key is
+// remembered (the newest ReleaseMemoryPerKey of them), not only the last
+// one, so that an owner's repeated release answers as done however many
+// owners took and released the key in between (docs/safety.md, release
+// memory). An acquire is refused only to the owner of the key's newest
+// release, as when one release per key was remembered: a grant since the
+// newest release is someone else's, so an older owner's acquire cannot be
+// the delayed duplicate that brings back a lock nobody took after it, and
+// it may be that owner's next attempt (a Redlock client retries with its
+// value).
 type released struct {
 	owner string
 	token uint64
 	pos   uint64
 }
 
-// memRef is a release in the order it was remembered; it is stale once the
-// key was released again.
+// memRef is a release in the order it was remembered; it is stale once its
+// owner released the key again, or it was forgotten.
 type memRef struct {
-	key string
-	pos uint64
+	key, owner string
+	pos        uint64
 }
 
 // Table is the lock table. It implements raft.FSM. Apply runs on Raft's FSM
 // goroutine; the read methods may be called from any goroutine.
 type Table struct {
-	mu       sync.RWMutex
-	locks    map[string]*Lease
-	mem      map[string]released
+	mu    sync.RWMutex
+	locks map[string]*Lease
+	// mem holds each key's remembered releases, oldest first, one per
+	// owner, at most memPerKey; memCount how many in all; memQueue every
+	// release in the order remembered (the order they are forgotten in).
+	// memBase is set on a draft's copies only: the table whose memory they
+	// read through (a draft copies no memory; it adds its own releases to
+	// mem).
+	mem      map[string][]released
+	memCount int
 	memQueue []memRef
+	memBase  *Table
 	members  map[string]string // node ID → client address
 	floor    uint64            // added to every index
 	// extra is how many positions past its own the command being applied
@@ -229,17 +251,19 @@ type Table struct {
 
 	memWindow uint64
 	memMax    int
+	memPerKey int
 }
 
 // New returns an empty table.
 func New() *Table {
 	return &Table{
 		locks:     make(map[string]*Lease),
-		mem:       make(map[string]released),
+		mem:       make(map[string][]released),
 		members:   make(map[string]string),
 		sessions:  make(map[uint64]*Session),
 		memWindow: releaseMemoryWindow,
 		memMax:    releaseMemoryMax,
+		memPerKey: ReleaseMemoryPerKey,
 	}
 }
 
@@ -386,7 +410,7 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 		switch {
 		case c.Session != 0 && t.sessions[c.Session] == nil:
 			r.Code = NoSession
-		case cur == nil && !c.Redis && t.remembered(c.Key, c.Owner):
+		case cur == nil && !c.Redis && t.refuses(c.Key, c.Owner):
 			r.Code = Refused
 		case cur == nil:
 			t.grant(c.Key, Waiter{Owner: c.Owner, TTL: c.TTL, Session: c.Session, Value: c.Data}, pos)
@@ -505,7 +529,7 @@ func (t *Table) handOff(key string, w *Waiter, pos uint64) WaiterOutcome {
 	switch {
 	case t.locks[key] != nil:
 		return WaiterNone
-	case t.remembered(key, w.Owner):
+	case t.refuses(key, w.Owner):
 		return WaiterRefused
 	case w.Session != 0 && t.sessions[w.Session] == nil:
 		return WaiterNoSession
@@ -598,12 +622,20 @@ func (t *Table) Guard(key string) Guard {
 	return t.guard(key)
 }
 
-// Remembered reports whether owner's release of key is remembered (an
-// acquire by owner is refused).
+// Remembered reports whether owner's release of key is remembered (a
+// repeated release by owner answers as done).
 func (t *Table) Remembered(key, owner string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.remembered(key, owner)
+}
+
+// LastReleased returns the owner of key's newest remembered release, if
+// any: an acquire by that owner is refused.
+func (t *Table) LastReleased(key string) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.lastReleased(key)
 }
 
 func (t *Table) guard(key string) Guard {
@@ -611,8 +643,13 @@ func (t *Table) guard(key string) Guard {
 	if l := t.locks[key]; l != nil {
 		g.Mod = l.Mod
 	}
-	if m, ok := t.mem[key]; ok {
-		g.Mem = m.pos
+	// The newest release's position: the same as when one release per key
+	// was remembered, so entries proposed then apply as they did. A
+	// release forgotten under a newer one changes no guard: a transaction
+	// that read it answers as if it ran before the forgetting, which only
+	// ever turns a refusal into a grant.
+	if rs := t.mem[key]; len(rs) > 0 {
+		g.Mem = rs[len(rs)-1].pos
 	}
 	return g
 }
@@ -659,29 +696,102 @@ func (t *Table) drop(key string, l *Lease, taken bool) *Lease {
 	return l
 }
 
+// findRelease returns the index of owner's release in rs, or -1.
+func findRelease(rs []released, owner string) int {
+	for i := range rs {
+		if rs[i].owner == owner {
+			return i
+		}
+	}
+	return -1
+}
+
 func (t *Table) remembered(key, owner string) bool {
-	m, ok := t.mem[key]
-	return ok && m.owner == owner
+	if findRelease(t.mem[key], owner) >= 0 {
+		return true
+	}
+	if b := t.memBase; b != nil {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+		return findRelease(b.mem[key], owner) >= 0
+	}
+	return false
 }
 
+func (t *Table) lastReleased(key string) (string, bool) {
+	if rs := t.mem[key]; len(rs) > 0 {
+		return rs[len(rs)-1].owner, true
+	}
+	if b := t.memBase; b != nil {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+		if rs := b.mem[key]; len(rs) > 0 {
+			return rs[len(rs)-1].owner, true
+		}
+	}
+	return "", false
+}
+
+// refuses reports whether an acquire of key by owner is refused: owner's
+// release is the key's newest remembered one.
+func (t *Table) refuses(key, owner string) bool {
+	last, ok := t.lastReleased(key)
+	return ok && last == owner
+}
+
+// remember adds owner's release of key at pos, the newest. An owner that
+// releases the key again is remembered from the new position (its earlier
+// queue entry goes stale); past memPerKey releases of the key, its oldest
+// is forgotten (never the newest).
 func (t *Table) remember(key, owner string, token, pos uint64) {
-	t.mem[key] = released{owner: owner, token: token, pos: pos}
-	t.memQueue = append(t.memQueue, memRef{key: key, pos: pos})
+	rs := t.mem[key]
+	if i := findRelease(rs, owner); i >= 0 {
+		rs = append(rs[:i], rs[i+1:]...)
+		t.memCount--
+	}
+	rs = append(rs, released{owner: owner, token: token, pos: pos})
+	t.memCount++
+	if len(rs) > t.memPerKey {
+		rs = append(rs[:0], rs[1:]...)
+		t.memCount--
+	}
+	t.mem[key] = rs
+	t.memQueue = append(t.memQueue, memRef{key: key, owner: owner, pos: pos})
 }
 
-// forget drops remembered releases that are older than the window or over
-// the count, oldest first. Its effect depends only on the live memory, never
-// on stale queue entries, so a table restored from a snapshot (which holds no
-// stale entries) forgets exactly as the original does.
+// live returns the index in its key's releases of the release ref names,
+// or -1 if ref is stale.
+func (t *Table) live(ref memRef) int {
+	rs := t.mem[ref.key]
+	if i := findRelease(rs, ref.owner); i >= 0 && rs[i].pos == ref.pos {
+		return i
+	}
+	return -1
+}
+
+// forget drops remembered releases that are older than the window or, while
+// more than memMax keys have one, the oldest. Its effect depends only on the
+// live memory, never on stale queue entries, so a table restored from a
+// snapshot (which holds no stale entries) forgets exactly as the original
+// does. A key's newest release is its last to go (the queue is in position
+// order), so the newest releases, which guards and acquires read, are
+// forgotten exactly as when they were all that was remembered.
 func (t *Table) forget(pos uint64) {
 	for len(t.memQueue) > 0 {
 		ref := t.memQueue[0]
-		m, ok := t.mem[ref.key]
+		i := t.live(ref)
 		switch {
-		case !ok || m.pos != ref.pos:
-			// stale: the key was released again later
+		case i < 0:
+			// stale: the owner released the key again later, or the
+			// key's newer releases pushed it out
 		case len(t.mem) > t.memMax || ref.pos+t.memWindow <= pos:
-			delete(t.mem, ref.key)
+			rs := t.mem[ref.key]
+			if rs = append(rs[:i], rs[i+1:]...); len(rs) == 0 {
+				delete(t.mem, ref.key)
+			} else {
+				t.mem[ref.key] = rs
+			}
+			t.memCount--
 		default:
 			t.compactMemQueue()
 			return
@@ -693,12 +803,12 @@ func (t *Table) forget(pos uint64) {
 
 // compactMemQueue drops stale entries once they dominate the queue.
 func (t *Table) compactMemQueue() {
-	if len(t.memQueue) < 1024 || len(t.memQueue) < 2*len(t.mem) {
+	if len(t.memQueue) < 1024 || len(t.memQueue) < 2*t.memCount {
 		return
 	}
-	live := make([]memRef, 0, len(t.mem))
+	live := make([]memRef, 0, t.memCount)
 	for _, ref := range t.memQueue {
-		if m, ok := t.mem[ref.key]; ok && m.pos == ref.pos {
+		if t.live(ref) >= 0 {
 			live = append(live, ref)
 		}
 	}

@@ -242,15 +242,41 @@ func TestReleaseMemoryIsForgottenByLogPosition(t *testing.T) {
 		assert.Equal(t, Refused, a.apply(t, acquire("k2", "a", 1000)).Code)
 		assert.Equal(t, Refused, a.apply(t, acquire("k4", "a", 1000)).Code)
 	})
-	t.Run("rerelease replaces the memory", func(t *testing.T) {
+	t.Run("the newest releases of a key, by as many owners", func(t *testing.T) {
+		a := newApplier()
+		a.t.memPerKey = 3
+		for _, o := range []string{"a", "b", "c", "d"} {
+			a.apply(t, acquire("k", o, 1000))
+			a.apply(t, release("k", o))
+		}
+		assert.Equal(t, NotHolder, a.apply(t, release("k", "a")).Code, "pushed out by the newer three")
+		for _, o := range []string{"b", "c", "d"} {
+			assert.Equal(t, AlreadyReleased, a.apply(t, release("k", o)).Code, o)
+		}
+		assert.Equal(t, Refused, a.apply(t, acquire("k", "d", 1000)).Code, "the newest release's owner")
+	})
+	t.Run("every owner's release of a key is remembered", func(t *testing.T) {
 		a := newApplier()
 		a.t.memWindow = 10
 		a.apply(t, acquire("k", "a", 1000))
-		a.apply(t, release("k", "a"))
+		a.apply(t, release("k", "a")) // position 2
 		a.apply(t, acquire("k", "b", 1000))
-		a.apply(t, release("k", "b")) // position 4; a's memory is gone
-		assert.Equal(t, Granted, a.apply(t, acquire("k", "a", 1000)).Code)
+		a.apply(t, release("k", "b")) // position 4; a's is still remembered
+		assert.Equal(t, AlreadyReleased, a.apply(t, release("k", "a")).Code)
 		assert.Equal(t, AlreadyReleased, a.apply(t, release("k", "b")).Code)
+		assert.Equal(t, Refused, a.apply(t, acquire("k", "b", 1000)).Code, "the newest release's owner")
+		// a's release is older than b's grant: a's acquire is its next
+		// attempt, not a delayed duplicate that brings back a lock nobody
+		// took after it.
+		assert.Equal(t, Granted, a.apply(t, acquire("k", "a", 1000)).Code)
+		assert.Equal(t, Released, a.apply(t, release("k", "a")).Code) // position 9
+		for a.index < 14 {
+			a.apply(t, acquire("other", "x", 1000))
+		}
+		// position 14 forgot b's (4 + window), not a's (9).
+		assert.Equal(t, NotHolder, a.apply(t, release("k", "b")).Code, "b's forgotten")
+		assert.Equal(t, AlreadyReleased, a.apply(t, release("k", "a")).Code)
+		assert.Equal(t, Refused, a.apply(t, acquire("k", "a", 1000)).Code)
 	})
 }
 

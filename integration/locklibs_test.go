@@ -17,12 +17,14 @@ import (
 // in testdata/locklibs) takes a lock, extends it where the library can,
 // shows a second acquirer refused while it is held, releases it, and shows
 // the second acquirer then gets it; it exits 0 when every step behaved. They
-// run against one node, and against three nodes through a follower (every
-// command forwarded to the leader). redsync, node-redlock and redis-py have
+// run against one node, against three nodes through a follower (every
+// command forwarded to the leader), and against three nodes run with
+// --redlock-multi-endpoint (through one of them: the drivers take one
+// address). redsync, node-redlock and redis-py have
 // tests of their own (TestRedlockClients).
 func TestLockLibraries(t *testing.T) {
 	libs := locklibsPrepare(t)
-	for _, topo := range []rlTopology{rlSingle, rlOneAddress} {
+	for _, topo := range []rlTopology{rlSingle, rlOneAddress, rlEveryAddress} {
 		t.Run(topo.String(), func(t *testing.T) {
 			env := rlStart(t, topo)
 			for _, lib := range libs {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fencerlock/fencer/rediscompat"
 	"github.com/fencerlock/fencer/server"
 	"github.com/fencerlock/fencer/wire"
 	"github.com/tidwall/redcon"
@@ -64,6 +65,13 @@ func replyOf(err error) wire.Error {
 		return wire.Error{Code: wire.WrongType, Text: "Operation against a key holding the wrong kind of value"}
 	case errors.Is(err, server.ErrConflict):
 		return wire.Error{Code: wire.Timeout, Text: text + "; nothing was done: retry later"}
+	case errors.Is(err, server.ErrLeaseLost):
+		return wire.Error{Code: wire.LeaseLost, Text: text}
+	case errors.Is(err, rediscompat.ErrReleased):
+		return wire.Error{Code: wire.Released, Text: "this value released the key: it holds no lock on it and cannot write it or act on it again; nothing was done"}
+	case errors.Is(err, server.ErrTransferRefused):
+		// Nothing was done; the text says why.
+		return wire.Error{Code: wire.Err, Text: text}
 	case errors.Is(err, server.ErrNoSession):
 		return wire.Error{Code: wire.NoSession, Text: "the session is not open (it expired, was closed or revoked); its locks are released: open a new one"}
 	}

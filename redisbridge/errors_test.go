@@ -203,6 +203,8 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		{"ErrUnknownOutcome", fmt.Errorf("%w: %w", server.ErrUnknownOutcome, server.ErrShutdown), wire.Uncertain},
 		{"ErrNotMember", server.ErrNotMember, wire.NoLeader},
 		{"ErrUnknownMember", fmt.Errorf("%w: %q", server.ErrUnknownMember, "n9"), wire.Err},
+		{"ErrLeaseLost", fmt.Errorf("%w: o held only some of the keys", server.ErrLeaseLost), wire.LeaseLost},
+		{"ErrTransferRefused", fmt.Errorf("%w: %q is not a voter", server.ErrTransferRefused, "n9"), wire.Err},
 		{"ErrDataDirInUse", server.ErrDataDirInUse, wire.Err},
 		{"ErrShutdown", server.ErrShutdown, wire.Shutdown},
 		{"ErrNotReady", fmt.Errorf("%w: no leader known", server.ErrNotReady), wire.Err},

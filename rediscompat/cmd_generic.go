@@ -34,14 +34,17 @@ func cmdDel(c *call) Reply {
 		if e == nil {
 			return errStore
 		}
-		if e.exists {
-			c.d.remove(e)
-			n++
-		} else if e.ghost != "" {
+		switch {
+		case e.ghost != "" && !e.ghostDone:
 			// A repeated release through another node (a GET saw the
-			// ghost, see ghostGet): the lock is gone already; nothing
-			// changes.
-			e.ghost = ""
+			// ghost, see ghostGet): the value's lock is gone already;
+			// nothing changes, whoever holds the key now.
+			e.ghostDone = true
+			n++
+		case e.ghost != "":
+			// deleted already in this script
+		case e.exists:
+			c.d.remove(e)
 			n++
 		}
 	}

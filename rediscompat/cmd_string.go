@@ -38,10 +38,10 @@ func cmdGet(c *call) Reply {
 	if bad != nil {
 		return bad
 	}
-	if !e.exists {
-		if v, ok := c.d.ghostGet(e); ok {
-			return Bulk(v)
-		}
+	if v, ok := c.d.ghostGet(e); ok {
+		return Bulk(v)
+	}
+	if !e.exists || e.ghostDone {
 		return Nil{}
 	}
 	s := e.str
@@ -121,7 +121,7 @@ func cmdSet(c *call) Reply {
 		}
 		return replyOK
 	}
-	if o.nx && e.exists || o.xx && !e.exists || c.d.refusedValue(e, value) {
+	if o.nx && e.exists || o.xx && !e.exists || (o.nx || o.xx) && c.d.refusedValue(e, value) {
 		return refuse()
 	}
 	switch {
@@ -262,7 +262,7 @@ func mset(c *call, onlyIfNone bool) Reply {
 		if e == nil {
 			return errStore
 		}
-		if onlyIfNone && e.exists {
+		if onlyIfNone && (e.exists || c.d.refusedValue(e, c.arg(i+1))) {
 			return zero
 		}
 		keys = append(keys, e)

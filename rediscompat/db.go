@@ -2,6 +2,7 @@ package rediscompat
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
@@ -19,7 +20,8 @@ type store interface {
 	Get(key string) (server.Record, bool, error)
 	Put(key string, kind fsm.Kind, value string, ttl time.Duration, keepTTL bool) error
 	Del(key string) (bool, error)
-	Remembered(key string) (string, bool, error)
+	Remembered(key, owner string) (bool, error)
+	LastReleased(key string) (string, bool, error)
 	Release(key, owner string, redis bool) (bool, error)
 	Keys(pattern string) []string
 }
@@ -55,10 +57,21 @@ type entry struct {
 	// readBy holds the value a GET of this string returned: with
 	// --redlock-multi-endpoint a later DEL is then that value's release.
 	readBy *string
-	// ghost is the owner whose release of this free key is remembered,
-	// shown to a multi-endpoint script that names it (see db.ghostGet).
-	ghost string
+	// ghost is the value whose release of this key is remembered, shown
+	// to a multi-endpoint script that names it (see db.ghostGet);
+	// ghostDone that the script then deleted the key, which completed
+	// that value's release and did nothing.
+	ghost     string
+	ghostDone bool
 }
+
+// ErrReleased stops a command or script, under --redlock-multi-endpoint,
+// that writes a string with the value whose release is the key's newest,
+// or that does anything but delete a key after a ghost read of it (see
+// db.ghostGet): a value that released a lock does not take it back while
+// nobody took it since, and never acts on it after a ghost read. Nothing the command or script did takes effect. The
+// bridge answers it with wire.Released.
+var ErrReleased = errors.New("rediscompat: this value released the key; it cannot write it or act on it again (--redlock-multi-endpoint)")
 
 // db is the keyspace as one command or script sees it. It reads through to
 // the transaction once per key and writes every changed key back at the
@@ -72,9 +85,10 @@ type db struct {
 	err     error // a limit or store error: the command or script stops, nothing is committed
 
 	// multi is --redlock-multi-endpoint; argv the values a script was
-	// given (for ghosts).
-	multi bool
-	argv  map[string]bool
+	// given (for ghosts), argvOrder the same in ARGV's order.
+	multi     bool
+	argv      map[string]bool
+	argvOrder []string
 	// allowed checks a key against the user's key patterns; nil allows all.
 	allowed func(key string) bool
 	// pubs are the messages to publish once the entry commits.
@@ -168,8 +182,14 @@ func (d *db) get(key string) *entry {
 	return e
 }
 
-// touch marks e written.
+// touch marks e written. A key a ghost read showed may only be deleted
+// (cmdDel completes the release without a write): any other write stops
+// the command or script.
 func (d *db) touch(e *entry) {
+	if e.ghost != "" {
+		d.fail(ErrReleased)
+		return
+	}
 	if !e.dirty {
 		e.dirty = true
 		d.order = append(d.order, e)
@@ -177,14 +197,21 @@ func (d *db) touch(e *entry) {
 }
 
 // setString stores s in e as a string with the TTL mode given (ttlKeep:
-// whatever e's TTL is now).
+// whatever e's TTL is now). Every string write passes here: under
+// --redlock-multi-endpoint, writing the value whose release is the key's
+// newest remembered one stops the command or script with ErrReleased (the commands
+// that have a "not done" reply, SET NX and XX, SETNX and MSETNX, check
+// refusedValue first and answer it instead).
 func (d *db) setString(e *entry, s string, mode ttlMode, ttl time.Duration) {
+	if d.refusedValue(e, s) {
+		d.fail(ErrReleased)
+		return
+	}
 	e.exists, e.kind, e.str = true, fsm.KindString, s
 	e.h, e.z, e.l, e.set = nil, nil, nil, nil
 	if mode != ttlKeep {
 		e.mode, e.ttl = mode, ttl
 	}
-	e.ghost = ""
 	d.touch(e)
 }
 
@@ -203,7 +230,6 @@ func (d *db) create(e *entry, kind fsm.Kind) {
 		e.set = newSet()
 	}
 	e.mode = ttlNone
-	e.ghost = ""
 	d.touch(e)
 }
 
@@ -301,31 +327,66 @@ func (d *db) write(e *entry) error {
 	return d.st.Put(e.key, e.kind, value, 0, true)
 }
 
-// ghostGet is GET under --redlock-multi-endpoint: a free key whose release
-// by a value this script was given is remembered reads as held by that
-// value, so that a Redlock client's repeated release through another node
-// (GET, compare, DEL) succeeds as a repeated FENCE.RELEASE does; its DEL then
-// changes nothing.
+// ghostGet is GET in a script under --redlock-multi-endpoint: a key that
+// no value the script was given holds, and whose release by one of them
+// (the first in ARGV's order) is remembered, reads as held by that value, so
+// that a Redlock client's repeated release through another node (GET,
+// compare, DEL) succeeds as a repeated FENCE.RELEASE does, whoever took the
+// key since; its DEL then changes nothing. A ghost read may only complete a
+// release: a script that does anything else with the key (a write, an
+// extend, a read of its TTL), or ends without deleting it, stops with
+// ErrReleased (see ghostUse, ghostsDone).
 func (d *db) ghostGet(e *entry) (string, bool) {
-	if !d.multi || d.argv == nil || e.exists {
+	if !d.multi || d.argv == nil {
 		return "", false
 	}
 	if e.ghost != "" {
+		if e.ghostDone {
+			return "", false
+		}
 		return e.ghost, true
 	}
-	if e.dirty {
+	if e.dirty || e.exists && e.kind == fsm.KindString && d.argv[e.str] {
 		return "", false
 	}
-	owner, ok, err := d.st.Remembered(e.key)
-	if err != nil {
-		d.fail(err)
-		return "", false
+	for _, v := range d.argvOrder {
+		ok, err := d.st.Remembered(e.key, v)
+		if err != nil {
+			d.fail(err)
+			return "", false
+		}
+		if ok {
+			e.ghost = v
+			return v, true
+		}
 	}
-	if !ok || !d.argv[owner] {
-		return "", false
+	return "", false
+}
+
+// ghostUse stops a script's command that names a key a ghost read showed,
+// unless it is DEL or UNLINK (the release the read is for) or another GET.
+func (d *db) ghostUse(cmd string, keys []string) {
+	if cmd == "del" || cmd == "unlink" || cmd == "get" {
+		return
 	}
-	e.ghost = owner
-	return owner, true
+	for _, k := range keys {
+		if e, ok := d.loaded(k); ok && e.ghost != "" {
+			d.fail(ErrReleased)
+			return
+		}
+	}
+}
+
+// ghostsDone stops a script that ends with a ghost read it did not complete
+// by deleting the key: what it answers would rest on a value that holds
+// nothing.
+func (d *db) ghostsDone() {
+	for _, e := range d.entries {
+		if e.ghost != "" && !e.ghostDone {
+			d.fail(ErrReleased)
+			return
+		}
+	}
 }
 
 // ownValue reports whether, under --redlock-multi-endpoint, a script's key is
@@ -338,16 +399,18 @@ func (d *db) ownValue(e *entry) bool {
 }
 
 // refusedValue reports whether writing value v to e is refused under
-// --redlock-multi-endpoint: v's release of the key is remembered, so a
-// delayed acquire or extend by v cannot bring the released lock back.
+// --redlock-multi-endpoint: v's release is the key's newest remembered one,
+// so a delayed acquire or extend by v cannot bring the released lock back
+// (as FENCE.ACQUIRE is refused; an older release's owner may write the key
+// again, as its next attempt may: someone else took it since).
 func (d *db) refusedValue(e *entry, v string) bool {
 	if !d.multi || e.exists && e.kind == fsm.KindString && e.str == v {
 		return false
 	}
-	owner, ok, err := d.st.Remembered(e.key)
+	last, ok, err := d.st.LastReleased(e.key)
 	if err != nil {
 		d.fail(err)
 		return true
 	}
-	return ok && owner == v
+	return ok && last == v
 }

@@ -28,7 +28,7 @@ type Config struct {
 	// cluster as if they were independent masters reach its quorum: a
 	// same-value SET NX on a key that value holds returns the same grant,
 	// a compare-then-delete by a value is that value's remembered release,
-	// and a write of a value whose release of the key is remembered is
+	// and a write of the value whose release is the key's newest is
 	// refused (see docs/redlock.md). Safe only with a unique value per lock
 	// attempt.
 	RedlockMultiEndpoint bool
@@ -213,6 +213,13 @@ func (e *Engine) callFromScript(run *scriptRun, args [][]byte) Reply {
 			}
 		}
 	}
+	if run.d.multi && run.d.argv != nil {
+		run.d.ghostUse(cmd.name, cmd.keysOf(args))
+		if run.d.err != nil {
+			run.stop = run.d.err
+			return errStore
+		}
+	}
 	// One call at a time: the script's own is reused.
 	run.call = call{d: run.d, args: args, e: e, script: true, resp3: run.resp3}
 	r := cmd.run(&run.call)
@@ -281,16 +288,24 @@ func (e *Engine) eval(ctx context.Context, s *Session, name string, args [][]byt
 		keyNames[i] = string(k)
 	}
 	var argSet map[string]bool // what --redlock-multi-endpoint asks of ARGV
+	var argOrder []string
 	if e.cfg.RedlockMultiEndpoint {
 		argSet = make(map[string]bool, len(argv))
 		for _, a := range argv {
-			argSet[string(a)] = true
+			if !argSet[string(a)] {
+				argSet[string(a)] = true
+				argOrder = append(argOrder, string(a))
+			}
 		}
 	}
 	return e.commit(ctx, s, keyNames, func(d *db) (Reply, error) {
-		d.argv = argSet
+		d.argv, d.argvOrder = argSet, argOrder
 		run := &scriptRun{ctx: ctx, e: e, d: d, s: s, readOnly: readOnly}
-		return e.runScript(run, sc, keys, argv)
+		r, err := e.runScript(run, sc, keys, argv)
+		if err == nil && d.multi {
+			d.ghostsDone()
+		}
+		return r, err
 	})
 }
 

@@ -53,7 +53,10 @@ type Config struct {
 	// RootCAs for dialing. Nil, the default, is plain TCP.
 	RaftTLS *tls.Config
 
-	// MinTTL and MaxTTL bound the lease TTLs a client may ask for. The
+	// MinTTL and MaxTTL bound the TTLs a client may ask for of a native
+	// lease (Acquire, Extend and their kin) and of a session. A Redis
+	// value's TTL (Tx.Put) keeps Redis's range instead: shortening a TTL a
+	// client asked for would hand its lock on while it still works. The
 	// defaults are 100ms and 24h.
 	MinTTL, MaxTTL time.Duration
 	// DefaultLockTTL is the lease given to a lock taken with no TTL, by a

@@ -28,6 +28,17 @@ var (
 	ErrNotMember = fmt.Errorf("%w: this node is not a member of a cluster (removed, or not yet joined)", ErrNoLeader)
 	// ErrUnknownMember means FENCE.REMOVE named a node that is not a member.
 	ErrUnknownMember = errors.New("server: no such member")
+	// ErrLeaseLost means a multi-key acquire, sent again (after an unknown
+	// outcome), found that an earlier attempt had been granted and that the
+	// owner no longer holds all of its keys: some ran out or were taken.
+	// The keys still held were released with the answer; nothing is held.
+	// Take the locks again with a new owner.
+	ErrLeaseLost = errors.New("server: lease lost")
+	// ErrTransferRefused means a leadership transfer could not start: its
+	// target is the leader itself or not a voter, there is no other voter,
+	// or another transfer is in progress. Nothing was done; the error says
+	// why.
+	ErrTransferRefused = errors.New("server: leadership transfer refused")
 	// ErrDataDirInUse means another process holds the data directory's Raft
 	// store open.
 	ErrDataDirInUse = errors.New("server: data directory in use")

@@ -594,6 +594,9 @@ type acquireStep struct {
 	cmd    fsm.Command // actPropose: the entry
 	waiter *waiter     // actQueue: the queued wait
 	err    error       // actFail
+	// lost: the entry releases what is left of a multi-key grant the
+	// owner no longer wholly holds (planMany); its answer is ErrLeaseLost.
+	lost bool
 }
 
 // acquireAction says what an acquire does next.

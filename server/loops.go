@@ -116,6 +116,7 @@ func (n *Node) proposeExpires(cmds []fsm.Command) {
 	faultPoint("propose-expires", cmds)
 	errs := make([]chan error, len(cmds))
 	for i, c := range cmds {
+		faultPoint("expire-propose", &c)
 		ch := make(chan error, 1)
 		errs[i] = ch
 		n.batch.submit(c.Encode(nil), func(_ *fsm.Result, err error) { ch <- err })

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
@@ -160,25 +161,69 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 }
 
 // TransferLeadership asks the leader to hand leadership to id, or to the
-// most up-to-date follower if id is empty.
+// most up-to-date follower if id is empty. A transfer that cannot start (to
+// the leader itself, to a member that is not a voter, with no other voter, or
+// while another transfer runs) did nothing: its error wraps
+// ErrTransferRefused and says why, never ErrUnknownOutcome.
 func (n *Node) TransferLeadership(ctx context.Context, id string) error {
-	if err := n.waitReady(ctx); err != nil {
+	conf, err := n.leaderConfiguration(ctx)
+	if err != nil {
 		return err
 	}
 	transfer := n.raft.LeadershipTransfer
-	if id != "" {
-		var addr raft.ServerAddress
-		for _, m := range n.raft.GetConfiguration().Configuration().Servers {
-			if m.ID == raft.ServerID(id) {
-				addr = m.Address
+	if id == "" {
+		voters := 0
+		for _, m := range conf.Servers {
+			if m.Suffrage == raft.Voter && string(m.ID) != n.id {
+				voters++
 			}
 		}
-		if addr == "" {
-			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+		if voters == 0 {
+			return fmt.Errorf("%w: there is no other voter to hand leadership to", ErrTransferRefused)
 		}
+	} else {
+		var target *raft.Server
+		for i, m := range conf.Servers {
+			if m.ID == raft.ServerID(id) {
+				target = &conf.Servers[i]
+			}
+		}
+		switch {
+		case target == nil:
+			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+		case id == n.id:
+			return fmt.Errorf("%w: %q is already the leader", ErrTransferRefused, id)
+		case target.Suffrage != raft.Voter:
+			return fmt.Errorf("%w: %q is not a voter", ErrTransferRefused, id)
+		}
+		addr := target.Address
 		transfer = func() raft.Future { return n.raft.LeadershipTransferToServer(raft.ServerID(id), addr) }
 	}
-	return n.await(ctx, transfer, uncertain)
+	if err := n.await(ctx, transfer, uncertain); err != nil {
+		return n.refusedTransfer(err)
+	}
+	return nil
+}
+
+// refusedTransfer turns the translated error of a transfer that raft refused
+// before starting it into a definite one. raft says so only in words (the
+// translation keeps them), checked by TestTransferRefusedIsDefinite against
+// the raft version in go.mod.
+func (n *Node) refusedTransfer(err error) error {
+	why := ""
+	switch {
+	case strings.Contains(err.Error(), raft.ErrLeadershipTransferInProgress.Error()):
+		why = "another leadership transfer is in progress"
+	case strings.Contains(err.Error(), "cannot transfer leadership to itself"):
+		why = "the target is already the leader"
+	case strings.Contains(err.Error(), "cannot find peer"):
+		why = "there is no other voter to hand leadership to"
+	case strings.Contains(err.Error(), "cannot find replication state"):
+		why = "the target is not replicated to by this leader"
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrTransferRefused, why)
 }
 
 // StateHash returns the index of the last command applied to the table and a SHA-256

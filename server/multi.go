@@ -103,6 +103,8 @@ func (n *Node) AcquireMany(ctx context.Context, a MultiAcquire) (g Grant, grante
 			return Grant{}, false, err
 		}
 		switch {
+		case step.lost && r.Code == fsm.Applied:
+			return Grant{}, false, fmt.Errorf("%w: %s held only some of the keys an earlier attempt was granted (the others ran out or were taken); the rest are released", ErrLeaseLost, a.Owner)
 		case r.Code == fsm.Applied && len(r.Sub) > 0 && (r.Sub[0].Code == fsm.Granted || r.Sub[0].Code == fsm.Renewed):
 			return Grant{Token: r.Sub[0].Lease.Token, TTL: a.TTL}, true, nil
 		case r.Code == fsm.Applied && len(r.Sub) > 0 && r.Sub[0].Code == fsm.NoSession:
@@ -141,7 +143,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 			}
 			mine, token = mine+1, l.Token
 		case !held:
-			if g.table.Remembered(k, m.owner) {
+			if last, ok := g.table.LastReleased(k); ok && last == m.owner {
 				return acquireStep{act: actRefuse}
 			}
 			free++
@@ -157,7 +159,19 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 		}
 	}
 	if mine > 0 && mine < len(m.keys) {
-		return acquireStep{act: actFail, err: invalid("keys", "%s holds some of them but not all", m.owner)}
+		// The owner holds some of the keys under one token and not the
+		// others: an earlier attempt of this acquire (whose answer was
+		// lost: UNCERTAIN) granted them all, and some have since run out
+		// or been taken. Its lease is lost: release the keys still held,
+		// in one entry guarded on every key as seen, and say so.
+		txn := &fsm.Txn{}
+		for _, k := range m.keys {
+			txn.Guards = append(txn.Guards, g.table.Guard(k))
+			if l, held := g.table.Get(k); held && l.Owner == m.owner && l.Token == token {
+				txn.Cmds = append(txn.Cmds, fsm.Command{Op: fsm.OpRelease, Key: k, Owner: m.owner})
+			}
+		}
+		return acquireStep{act: actPropose, cmd: fsm.Command{Op: fsm.OpTxn, Txn: txn}, lost: true}
 	}
 	first := true // m is, or would be, first in every key's queue
 	for _, k := range m.keys {

@@ -62,23 +62,33 @@ func (n *Node) KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bo
 	if err := n.waitReady(ctx); err != nil {
 		return 0, false, err
 	}
-	c := fsm.Command{Op: fsm.OpSessionRenew, Session: id}
-	n.grants.locked(func() {
-		s, open := n.table.Session(id)
-		if open && n.grants.sessions.remaining(s, time.Now()) <= 0 {
-			// Ran out on this leader: a keepalive does not bring it back.
-			c = fsm.Command{Op: fsm.OpSessionExpire, Session: id, Lease: &fsm.LeaseRef{Version: s.Version},
-				Waiters: n.grants.sessionWaitersLocked(id)}
+	// An expiry this keepalive proposes because the session ran out on
+	// the leader applies as stale if a renewal (another keepalive's, in
+	// flight) committed before it: the session is open, and this
+	// keepalive renews it in turn rather than answer "not open".
+	for attempt := 0; ; attempt++ {
+		c := fsm.Command{Op: fsm.OpSessionRenew, Session: id}
+		n.grants.locked(func() {
+			s, open := n.table.Session(id)
+			if open && n.grants.sessions.remaining(s, time.Now()) <= 0 {
+				// Ran out on this leader: a keepalive does not bring it back.
+				c = fsm.Command{Op: fsm.OpSessionExpire, Session: id, Lease: &fsm.LeaseRef{Version: s.Version},
+					Waiters: n.grants.sessionWaitersLocked(id)}
+			}
+		})
+		faultPoint("keepalive-propose", &c)
+		r, err := n.propose(ctx, c)
+		if err != nil {
+			return 0, false, err
 		}
-	})
-	r, err := n.propose(ctx, c)
-	if err != nil {
-		return 0, false, err
-	}
-	if c.Op != fsm.OpSessionRenew || r.Code != fsm.Extended {
+		switch {
+		case c.Op == fsm.OpSessionRenew && r.Code == fsm.Extended:
+			return r.Taken, true, nil
+		case c.Op == fsm.OpSessionExpire && r.Code == fsm.Stale && attempt < 2:
+			continue // renewed since it was read (or ended: the renewal says so)
+		}
 		return 0, false, nil
 	}
-	return r.Taken, true, nil
 }
 
 // CloseSession ends session id at its holder's request: every lock held

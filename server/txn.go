@@ -278,14 +278,26 @@ func (tx *Tx) Get(key string) (Record, bool, error) {
 	return rec, true, nil
 }
 
-// Remembered returns the owner whose release of key the table remembers
-// (native semantics, invariant 5), if any.
-func (tx *Tx) Remembered(key string) (string, bool, error) {
+// Remembered reports whether the table remembers owner's release of key
+// (native semantics, invariant 5): a repeated release by owner answers as
+// done. Every owner's release is remembered, not only the last, within the
+// release memory's bounds.
+func (tx *Tx) Remembered(key, owner string) (bool, error) {
+	if err := tx.n.checkKey(key); err != nil {
+		return false, err
+	}
+	tx.touch(key)
+	return tx.d.Remembered(key, owner), nil
+}
+
+// LastReleased returns the owner of key's newest remembered release, if
+// any: an acquire by that owner is refused (native semantics, invariant 5).
+func (tx *Tx) LastReleased(key string) (string, bool, error) {
 	if err := tx.n.checkKey(key); err != nil {
 		return "", false, err
 	}
 	tx.touch(key)
-	owner, ok := tx.d.Remembered(key)
+	owner, ok := tx.d.LastReleased(key)
 	return owner, ok, nil
 }
 

@@ -42,6 +42,22 @@ const (
 	// every lock held under that session is free (or handed on). Open a
 	// new session; do not retry with the same one.
 	NoSession Code = "NOSESSION"
+	// Released: with --redlock-multi-endpoint, a write of a string whose
+	// value made the key's newest remembered release, or a script that
+	// acted on a key after reading it as still held by a value that
+	// released it (anything but the DEL that completes the release).
+	// Nothing was done: the value holds no lock on the key. A lock client
+	// reads it as a failed vote; take the lock again with a new value.
+	// (Where Redis has a "not done" reply, SET NX and XX, SETNX and
+	// MSETNX, that reply is given instead.)
+	Released Code = "RELEASED"
+	// LeaseLost: FENCE.MACQUIRE sent again (after UNCERTAIN) found that an
+	// earlier attempt had been granted and that the owner holds only some
+	// of its keys now (the others ran out or were taken). The keys it
+	// still held were released by this command: nothing is held. Never
+	// "not granted": the lease existed and is lost. Take the locks again
+	// with a new owner.
+	LeaseLost Code = "LEASELOST"
 )
 
 // Redis's codes, sent with Redis's meaning.
@@ -81,7 +97,7 @@ const (
 )
 
 // codes lists every code, in the order of docs/protocol.md's table.
-var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown, NoSession,
+var codes = []Code{Uncertain, NotLeader, NoLeader, Timeout, Shutdown, NoSession, LeaseLost, Released,
 	Err, WrongType, NoAuth, WrongPass, NoPerm, NoScript, NoProto, NotBusy}
 
 // Codes returns every code fencerd sends an error reply with.

@@ -107,6 +107,8 @@ export declare class InvalidArgumentError extends FencerError {
 }
 export declare class AuthError extends FencerError {}
 export declare class NoPermError extends FencerError {}
+/** A server run with --redlock-multi-endpoint refused a write of the value whose release is the key's newest it remembers (RELEASED). */
+export declare class ValueReleasedError extends FencerError {}
 export declare class TLSError extends FencerError {}
 export declare class ServerError extends FencerError {}
 

@@ -140,3 +140,18 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	_, err = net.DialTimeout("tcp", addr, time.Second)
 	assert.Error(t, err, "the RESP port is closed")
 }
+
+// --min-ttl and --max-ttl bound the native leases, the sessions and
+// --default-lock-ttl, not the TTL a Redis command asks for (which keeps
+// Redis's range: shortening it would hand a lock on while its holder
+// works); their help says so. (issue 31, item 6)
+func TestTTLFlagsSayWhatTheyBound(t *testing.T) {
+	cmd := &cobra.Command{}
+	defaultConfig().bindFlags(cmd)
+	for _, name := range []string{"min-ttl", "max-ttl"} {
+		usage := cmd.Flags().Lookup(name).Usage
+		for _, want := range []string{"FENCE.", "session", "--default-lock-ttl", "not the TTL of a Redis command"} {
+			assert.Contains(t, usage, want, "--%s", name)
+		}
+	}
+}

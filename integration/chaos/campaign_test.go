@@ -40,6 +40,9 @@ const (
 	wlElection  // an election through the Go client (election_test.go)
 	wlRWLock    // read-write locks (shared_test.go)
 	wlSemaphore // a semaphore (shared_test.go)
+	// wlRedsyncEvery: go-redsync/redsync given every node's address as if
+	// they were independent masters (needs --redlock-multi-endpoint).
+	wlRedsyncEvery
 )
 
 // campaign is one run's configuration.
@@ -272,6 +275,8 @@ func (w *workloads) run(kind workloadKind, cl *client, c *cluster, stop <-chan s
 		w.fenced.runRedisLua(cl, stop)
 	case wlRedsync:
 		w.fenced.runRedsync(cl, c, stop)
+	case wlRedsyncEvery:
+		w.fenced.runRedsyncEvery(cl, c, stop)
 	case wlSessions:
 		w.sess.run(cl, stop)
 	case wlElection:
@@ -318,7 +323,8 @@ func runCampaign(t *testing.T, cfg campaign) *report {
 		rep.results = append(rep.results, w.lin.check(dir))
 	}
 	rep.results = append(rep.results, checkEarlyExpiry(all))
-	if slices.Contains(cfg.workloads, wlFenced) || slices.Contains(cfg.workloads, wlRedisLua) || slices.Contains(cfg.workloads, wlRedsync) {
+	if slices.Contains(cfg.workloads, wlFenced) || slices.Contains(cfg.workloads, wlRedisLua) || slices.Contains(cfg.workloads, wlRedsync) ||
+		slices.Contains(cfg.workloads, wlRedsyncEvery) {
 		rep.results = append(rep.results, w.fenced.check())
 	}
 	if slices.Contains(cfg.workloads, wlSessions) {
@@ -458,6 +464,26 @@ func TestChaosPowerCuts(t *testing.T) {
 	if got := len(r.faults); got < 3 {
 		t.Errorf("%d power cuts dealt, want at least 3", got)
 	}
+}
+
+// TestChaosRedlockMultiEndpoint runs the campaign on three nodes started
+// with --redlock-multi-endpoint, with redsync given every node's address
+// besides the Redis-compatible and native fenced workloads on one address.
+func TestChaosRedlockMultiEndpoint(t *testing.T) {
+	requireRoot(t)
+	cfg, run := envCampaign(t, 3)
+	if !run {
+		t.Skipf("CHAOS_NODES=%q leaves out 3 nodes", os.Getenv("CHAOS_NODES"))
+	}
+	cfg.args = []string{"--redlock-multi-endpoint"}
+	cfg.workloads = []workloadKind{wlRedsyncEvery, wlRedsyncEvery, wlRedsync, wlRedisLua, wlFenced, wlExpiry}
+	r := runCampaign(t, cfg)
+	assertClean(t, r, minLeaderChanges(cfg.duration))
+	if r.grants["redsync-every"] == 0 {
+		t.Error("redsync on every address was never granted a lock")
+	}
+	t.Logf("redsync on every address: %d grants, %d Unlock calls, %d failed (faults)", r.grants["redsync-every"],
+		everyUnlocks.Load(), everyUnlockFails.Load())
 }
 
 func testChaos(t *testing.T, n int) {

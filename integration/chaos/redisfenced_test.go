@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,6 +26,10 @@ import (
 //     script printed on Redis's distributed-lock page, run by the Lua engine.
 //   - wlRedsync: go-redsync/redsync's Mutex (its SET NX and its EVALSHA
 //     release and extend scripts), through go-redis, on the client's node.
+//   - wlRedsyncEvery: the same, with a pool per node of the cluster, as
+//     Redlock over independent masters (the cluster runs with
+//     --redlock-multi-endpoint); every request reaches the leader once per
+//     address, in any order with other clients'.
 
 const (
 	// redisRelease and redisExtend are the scripts of Redis's
@@ -88,10 +94,10 @@ func redisReleaseUntilKnown(cl *client, key, owner string, g *grant) {
 	releaseUntilKnownBy(cl, g, "EVAL", redisRelease, "1", key, owner)
 }
 
-// runRedsync is workload wlRedsync: redsync on a go-redis client of the
-// client's node, dialled from the hub namespace.
-func (w *fencedWorkload) runRedsync(cl *client, c *cluster, stop <-chan struct{}) {
-	addr := c.nodes[cl.node].addr()
+// redsyncPool is a redsync pool over a go-redis client of node i of c,
+// dialled from the hub namespace; close closes it.
+func redsyncPool(c *cluster, i int) (pool redsyncredis.Pool, close func()) {
+	addr := c.nodes[i].addr()
 	rc := redis.NewClient(&redis.Options{
 		Addr:         addr,
 		Dialer:       func(ctx context.Context, _, _ string) (net.Conn, error) { return c.nw.dial(addr, time.Second) },
@@ -100,10 +106,37 @@ func (w *fencedWorkload) runRedsync(cl *client, c *cluster, stop <-chan struct{}
 		WriteTimeout: clientTimeout,
 		PoolSize:     2,
 	})
-	defer rc.Close()
-	rs := redsync.New(goredis.NewPool(rc))
+	return goredis.NewPool(rc), func() { _ = rc.Close() }
+}
+
+// runRedsync is workload wlRedsync: redsync on the client's node.
+func (w *fencedWorkload) runRedsync(cl *client, c *cluster, stop <-chan struct{}) {
+	p, closePool := redsyncPool(c, cl.node)
+	defer closePool()
+	w.redsyncLoop(cl, redsync.New(p), "redsync", "rsreg", stop)
+}
+
+// runRedsyncEvery is workload wlRedsyncEvery: redsync with a pool per node.
+func (w *fencedWorkload) runRedsyncEvery(cl *client, c *cluster, stop <-chan struct{}) {
+	var pools []redsyncredis.Pool
+	for i := range c.nodes {
+		p, closePool := redsyncPool(c, i)
+		defer closePool()
+		pools = append(pools, p)
+	}
+	w.redsyncLoop(cl, redsync.New(pools...), "redsync-every", "rsereg", stop)
+}
+
+// everyUnlocks and everyUnlockFails count wlRedsyncEvery's Unlock calls and
+// those that failed (a fault may fail one: its lease ran out, or a majority
+// of the addresses did not answer), for the run's log.
+var everyUnlocks, everyUnlockFails atomic.Int64
+
+// redsyncLoop takes, uses and releases redsync mutexes on keys named
+// prefix-n until stop, recording the grants as workload's.
+func (w *fencedWorkload) redsyncLoop(cl *client, rs *redsync.Redsync, workload, prefix string, stop <-chan struct{}) {
 	for !stopped(stop) {
-		key := fmt.Sprintf("rsreg-%d", cl.rng.IntN(fencedKeys))
+		key := fmt.Sprintf("%s-%d", prefix, cl.rng.IntN(fencedKeys))
 		m := rs.NewMutex(key, redsync.WithExpiry(fencedTTL), redsync.WithTries(int(fencedWait/(50*time.Millisecond))),
 			redsync.WithRetryDelay(50*time.Millisecond), redsync.WithTimeoutFactor(0.2))
 		call := cl.clk.now()
@@ -116,7 +149,7 @@ func (w *fencedWorkload) runRedsync(cl *client, c *cluster, stop <-chan struct{}
 			continue
 		}
 		until := int64(m.Until().Sub(cl.clk.start))
-		g := grant{workload: "redsync", key: key, owner: m.Value(), ttl: fencedTTL, call: call, ret: ret, validUntil: until}
+		g := grant{workload: workload, key: key, owner: m.Value(), ttl: fencedTTL, call: call, ret: ret, validUntil: until}
 		tv, tout, _, _ := cl.do(clientTimeout, "FENCE.TOKEN", key, m.Value())
 		tok, isInt := tv.(int64)
 		if tout == ok && isInt && tok > 0 {
@@ -132,7 +165,13 @@ func (w *fencedWorkload) runRedsync(cl *client, c *cluster, stop <-chan struct{}
 		g.released = cl.clk.now()
 		// An Unlock that fails (the lease ran out under a fault, or its
 		// outcome is unknown) leaves the key to its TTL.
-		_, _ = m.Unlock()
+		ok, err := m.Unlock()
+		if workload == "redsync-every" {
+			everyUnlocks.Add(1)
+			if !ok || err != nil {
+				everyUnlockFails.Add(1)
+			}
+		}
 		if g.token != 0 {
 			w.grants.add(g)
 		}

@@ -72,6 +72,12 @@ export class NoPermError extends FencerError {}
  * certificate that did not verify, on either side, or a node without TLS). */
 export class TLSError extends FencerError {}
 
+/** ValueReleasedError: a server run with --redlock-multi-endpoint refused a
+ * write, through its Redis-compatible commands, of the value whose release
+ * is the key's newest it remembers (RELEASED). Nothing was done: that value holds no
+ * lock on the key; take the lock with a new value. */
+export class ValueReleasedError extends FencerError {}
+
 /** ServerError: an error reply with another code (WRONGTYPE, ...). */
 export class ServerError extends FencerError {}
 
@@ -196,6 +202,10 @@ export function classify(err, sent) {
       return { error: new AuthError(err.message, opts), transient: false, unknown: false };
     case 'NOPERM':
       return { error: new NoPermError(err.message, opts), transient: false, unknown: false };
+    case 'RELEASED':
+      return { error: new ValueReleasedError(err.message, opts), transient: false, unknown: false };
+    case 'LEASELOST':
+      return { error: new LeaseLostError(err.message, opts), transient: false, unknown: false };
     case 'ERR': {
       const ia = parseInvalidArgument(text);
       return {

@@ -5,7 +5,7 @@ export { Client } from './client.js';
 export { Lease, defaultTTL } from './lease.js';
 export {
   FencerError, LockedError, LeaseLostError, ReleasedError, ClosedError, NoLeaderError, UncertainError,
-  InvalidArgumentError, AuthError, NoPermError, TLSError, ServerError, parseReply, parseNotLeader,
+  InvalidArgumentError, AuthError, NoPermError, TLSError, ValueReleasedError, ServerError, parseReply, parseNotLeader,
   parseInvalidArgument,
 } from './errors.js';
 export { tokenFor } from './token.js';

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   AuthError, Client, InvalidArgumentError, NoLeaderError, NoPermError, ServerError, StaleTokenError, TLSError,
-  TokenRangeError, UncertainError, check, parseInvalidArgument, parseNotLeader, toToken,
+  TokenRangeError, UncertainError, ValueReleasedError, LeaseLostError, check, parseInvalidArgument, parseNotLeader, toToken,
 } from '../src/index.js';
 import { classify } from '../src/errors.js';
 import { parseGrant } from '../src/lease.js';
@@ -24,6 +24,8 @@ test('error replies are sorted by their code and fields, never their text', () =
     ['ERR invalid argument: ttl: 50ms is outside 100ms..24h0m0s', InvalidArgumentError, false, false],
     ['ERR syntax error', InvalidArgumentError, false, false],
     ['WRONGTYPE Operation against a key holding the wrong kind of value', ServerError, false, false],
+    ['RELEASED this value released the key: it holds no lock on it and cannot write it or act on it again; nothing was done', ValueReleasedError, false, false],
+    ['LEASELOST k2 the first attempt granted the keys, and some ran out before this one; the rest were released', LeaseLostError, false, false],
     // A text that reads like another code changes nothing.
     ['ERR UNCERTAIN looking text', InvalidArgumentError, false, false],
   ];

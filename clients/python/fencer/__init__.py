@@ -20,6 +20,7 @@ from .errors import (
     ReplyError,
     TLSError,
     UncertainError,
+    ValueReleasedError,
     error_for_reply,
 )
 from .fence import StaleTokenError
@@ -43,6 +44,7 @@ __all__ = [
     "NoPermError",
     "TLSError",
     "ClosedError",
+    "ValueReleasedError",
     "ReplyError",
     "error_for_reply",
 ]

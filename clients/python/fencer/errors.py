@@ -19,6 +19,7 @@ __all__ = [
     "NoPermError",
     "TLSError",
     "ClosedError",
+    "ValueReleasedError",
     "ReplyError",
 ]
 
@@ -125,6 +126,15 @@ class ClosedError(FencerError):
     """The client was closed."""
 
 
+class ValueReleasedError(FencerError):
+    """A server run with ``--redlock-multi-endpoint`` refused a write (RELEASED).
+
+    The write, through the Redis-compatible commands, was of the value whose
+    release is the newest of the key the server remembers. Nothing was done:
+    that value holds no lock on the key; take the lock with a new value.
+    """
+
+
 class ReplyError(FencerError):
     """An error reply with a code the client has no class for (``WRONGTYPE`` ...)."""
 
@@ -226,6 +236,10 @@ def classify_reply(reply: str) -> Failure:
         return Failure(AuthError(reply, **kw))
     if code == "NOPERM":
         return Failure(NoPermError(reply, **kw))
+    if code == "RELEASED":
+        return Failure(ValueReleasedError(reply, **kw))
+    if code == "LEASELOST":
+        return Failure(LeaseLostError(reply, **kw))
     if code == "ERR":
         arg, reason = parse_invalid_argument(text)
         return Failure(InvalidArgumentError(reply, argument=arg, reason=reason, **kw), argument=arg)

@@ -30,6 +30,10 @@ from fencer.errors import classify_reply, parse_not_leader
         ("NOAUTH Authentication required.", fencer.AuthError, False, False),
         ("NOPERM No permissions to access a key", fencer.NoPermError, False, False),
         ("WRONGTYPE Operation against a key holding the wrong kind of value", fencer.ReplyError, False, False),
+        ("RELEASED this value released the key: it holds no lock on it and cannot write it or act on it again; nothing was done",
+         fencer.ValueReleasedError, False, False),
+        ("LEASELOST k2 the first attempt granted the keys, and some ran out before this one; the rest were released",
+         fencer.LeaseLostError, False, False),
         # English that looks like a code elsewhere in the text changes nothing.
         ("ERR UNCERTAIN is not the first word", fencer.InvalidArgumentError, False, False),
     ],

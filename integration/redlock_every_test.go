@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+)
+
+// redsync given every address of a --redlock-multi-endpoint cluster, eight
+// goroutines on one name: every Unlock of a held lock succeeds, however the
+// other owners take and release the key between its addresses, and every
+// Lock is exclusive. (issue 31, item 2: before, a late address's release
+// answered 0 once another owner had taken or released the key, and some
+// Unlock calls failed.)
+func TestRedlockEveryAddressUnlockUnderContention(t *testing.T) {
+	env := rlStart(t, rlEveryAddress)
+	const workers, iterations = 8, 25
+	var unlocks, failed atomic.Int64
+	var mu sync.Mutex
+	var history []string
+	var wg sync.WaitGroup
+	for w := range workers {
+		rs := redsync.New(rlRedsyncClients(t, env.addrs)...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			who := "rs-" + strconv.Itoa(w)
+			for range iterations {
+				m := rs.NewMutex("every", redsync.WithExpiry(8*time.Second), redsync.WithTries(1000),
+					redsync.WithRetryDelay(10*time.Millisecond))
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				if err := m.LockContext(ctx); err != nil {
+					cancel()
+					t.Errorf("%s Lock: %v", who, err)
+					return
+				}
+				mu.Lock()
+				history = append(history, "enter "+who)
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				mu.Lock()
+				history = append(history, "exit "+who)
+				mu.Unlock()
+				ok, err := m.UnlockContext(ctx)
+				cancel()
+				unlocks.Add(1)
+				if !ok || err != nil {
+					failed.Add(1)
+					t.Logf("%s Unlock: %v %v", who, ok, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d Unlock calls, %d failed", unlocks.Load(), failed.Load())
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d Unlock calls of a held lock failed", n, unlocks.Load())
+	}
+	for i := 0; i+1 < len(history); i += 2 {
+		if history[i][:5] != "enter" || history[i+1] != "exit"+history[i][5:] {
+			t.Fatalf("not exclusive at %d: %v", i, history[i:min(i+4, len(history))])
+		}
+	}
+	if len(history) != 2*workers*iterations {
+		t.Errorf("%s", fmt.Sprint(len(history), " history lines"))
+	}
+}
+
+// node-redlock v4 and v5 given every address, six workers on one key, 25
+// locks each: every release of a held lock succeeds (the workers fail on
+// any that does not: STRICT_UNLOCK). (issue 31, item 2: before, some did
+// not once another worker had taken or released the key between a
+// release's addresses.)
+func TestRedlockEveryAddressNodeRedlockUnlock(t *testing.T) {
+	tools := rlInstall(t)
+	env := rlStart(t, rlEveryAddress)
+	t.Setenv("STRICT_UNLOCK", "1")
+	for _, major := range []string{"4", "5"} {
+		t.Run("node-redlock-v"+major, func(t *testing.T) {
+			tools.runNodeRedlock(t, env, major, "nr-every-"+major, 6, 25, 5*time.Millisecond, 30*time.Second)
+		})
+	}
+}
