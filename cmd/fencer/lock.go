@@ -230,23 +230,6 @@ func (a *app) release(l *client.Lease) {
 	}
 }
 
-// exitStatus turns the command's end into fencer's exit status.
-func exitStatus(child *exec.Cmd, err error) error {
-	st := child.ProcessState
-	if st == nil {
-		return &exitError{code: exitNoExec, err: err}
-	}
-	code := st.ExitCode()
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		code = 128 + int(ws.Signal())
-	}
-	if code == 0 {
-		return nil
-	}
-	// The command has said what it had to say; fencer adds nothing.
-	return &exitError{code: code, err: errSilent}
-}
-
 // errSilent is an error run does not print.
 var errSilent = errors.New("")
 

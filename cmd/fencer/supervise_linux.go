@@ -19,3 +19,14 @@ func waitExited(pid int) bool {
 		}
 	}
 }
+
+// selfExecutable is the file fencer runs from, to start the shim: the
+// kernel's link to it, which still works after the file was replaced (an
+// upgrade while a command runs).
+func selfExecutable() string { return "/proc/self/exe" }
+
+// killOnParentDeath makes the kernel SIGKILL the command when the shim's
+// thread that starts it exits (runShim locks it, so when the shim dies):
+// the backstop if the shim itself is killed. It reaches the command only,
+// not the rest of its group.
+func killOnParentDeath(attr *syscall.SysProcAttr) { attr.Pdeathsig = syscall.SIGKILL }
