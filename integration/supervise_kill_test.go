@@ -87,3 +87,33 @@ while :; do echo first $(date +%%s%%N) >> %[1]s; sleep 0.01; done`, log, pgidFil
 		t.Fatalf("processes of the first command's group %d still run after the next holder's command: %v", pgid, left)
 	}
 }
+
+// A supervisor that is stopped (SIGSTOP) cannot renew, nor stop its
+// command: the command, deaf to SIGTERM, is killed by the end of the
+// validity all the same, and fencer, continued, exits with its status.
+func TestCLILockSuperviseSupervisorStopped(t *testing.T) {
+	d := startFencerd(t)
+	bin := clFencerBin(t)
+	dir := t.TempDir()
+	log, ready := filepath.Join(dir, "log"), filepath.Join(dir, "ready")
+	const ttl = 2 * time.Second
+	r := svStart(t, bin, d.addr, nil, "lock", "--ttl", ttl.String(), "stopped", "--", "sh", "-c", svTicker("tick", log, ready))
+	r.awaitReady(t, ready)
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	time.Sleep(ttl + 500*time.Millisecond)
+	ticks := svStamps(t, log, "tick")
+	last := ticks[len(ticks)-1]
+	t.Logf("last write %v after fencer was stopped (TTL %v)", last.Sub(stopped).Round(time.Millisecond), ttl)
+	if err := r.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.wait(t, 5*time.Second); code != 137 {
+		t.Fatalf("exit %d, stderr %q; want 137 (SIGKILL)", code, r.errOut)
+	}
+	if !last.Before(stopped.Add(ttl)) {
+		t.Fatalf("the command wrote %v after fencer was stopped, beyond the lease's validity (%v)", last.Sub(stopped), ttl)
+	}
+}

@@ -28,7 +28,9 @@ import (
 //
 // Only the shim signals the command's group, and it reaps the command only
 // after its last signal to the group, so the group's id cannot have been
-// reused by then. The supervisor asks for signals over the control pipe.
+// reused by then. The supervisor asks for signals over the control pipe;
+// it signals the group itself only if the shim died first, when what is
+// left of the group keeps its id in use.
 //
 // The control pipe (the shim's fd 3), from the supervisor, carries lines:
 //
@@ -40,9 +42,10 @@ import (
 // same machine, reads too: neither wall-clock jumps nor the time a line
 // spends in the pipe can move it later.
 //
-// The status pipe (fd 4), to the supervisor, carries one line, how the
-// command ended:
+// The status pipe (fd 4), to the supervisor, carries the command's pid
+// once it started, then how it ended:
 //
+//	pid <n>         the command runs as pid n, in group n
 //	exit <code>     it exited with code
 //	signal <n>      signal n killed it
 //	failed <error>  it could not be started
@@ -143,24 +146,30 @@ func (e commandEnd) String() string {
 	return "exit " + strconv.Itoa(e.code)
 }
 
-// readEnd reads the command's end from the status pipe r; false if the
-// shim died before it said.
-func readEnd(r io.Reader) (commandEnd, bool) {
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		return commandEnd{}, false
+// readStatus reads the status pipe r: the command's pid (0 if it did not
+// start) and how it ended; false if the shim died before it said.
+func readStatus(r io.Reader) (pid int, end commandEnd, said bool) {
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return pid, commandEnd{}, false
+		}
+		word, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		n, nerr := strconv.Atoi(arg)
+		switch {
+		case word == "pid" && nerr == nil:
+			pid = n
+		case word == "failed":
+			return pid, commandEnd{err: errors.New(arg)}, true
+		case word == "exit" && nerr == nil:
+			return pid, commandEnd{code: n}, true
+		case word == "signal" && nerr == nil:
+			return pid, commandEnd{signal: syscall.Signal(n)}, true
+		default:
+			return pid, commandEnd{}, false
+		}
 	}
-	word, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-	n, nerr := strconv.Atoi(arg)
-	switch {
-	case word == "failed":
-		return commandEnd{err: errors.New(arg)}, true
-	case word == "exit" && nerr == nil:
-		return commandEnd{code: n}, true
-	case word == "signal" && nerr == nil:
-		return commandEnd{signal: syscall.Signal(n)}, true
-	}
-	return commandEnd{}, false
 }
 
 // shimMessage is one line of the control pipe: a validity (until) or a
@@ -237,7 +246,7 @@ func runShim(args []string) int {
 	cmd := exec.Command(args[1], args[3:]...)
 	cmd.Args[0] = args[2]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	end := shimSupervise(cmd, grace, first.until, msgs)
+	end := shimSupervise(cmd, grace, first.until, msgs, status)
 	if _, err := io.WriteString(status, end.String()+"\n"); err != nil {
 		return exitFailure
 	}
@@ -247,8 +256,9 @@ func runShim(args []string) int {
 // shimSupervise starts cmd in a process group of its own, passes on the
 // supervisor's signal requests to it, stops it when the supervisor dies
 // (msgs closes) or when the validity until ends, and returns how it
-// ended once it and its group are gone.
-func shimSupervise(cmd *exec.Cmd, grace, until time.Duration, msgs <-chan shimMessage) commandEnd {
+// ended once it and its group are gone. It writes the command's pid to
+// status.
+func shimSupervise(cmd *exec.Cmd, grace, until time.Duration, msgs <-chan shimMessage, status io.Writer) commandEnd {
 	// On a terminal whose foreground is fencer's (and the shim's) group,
 	// the command's group becomes the foreground: it reads the terminal
 	// and gets Ctrl-C from it. The shim takes the foreground back when
@@ -274,6 +284,7 @@ func shimSupervise(cmd *exec.Cmd, grace, until time.Duration, msgs <-chan shimMe
 	// after the last signal to the group.
 	pgid := cmd.Process.Pid
 	group := func(sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+	_, _ = io.WriteString(status, "pid "+strconv.Itoa(pgid)+"\n")
 	exited := make(chan struct{})
 	var waitErr error
 	waited := false // reaped already: only where waitExited cannot wait

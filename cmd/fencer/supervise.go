@@ -162,10 +162,11 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 	}
 	group := func(sig syscall.Signal) { send(shimMessage{signal: sig}) }
 	exited := make(chan struct{})
+	var pgid int
 	var end commandEnd
 	var said bool
 	go func() {
-		end, said = readEnd(status)
+		pgid, end, said = readStatus(status)
 		close(exited)
 	}()
 	// The shim kills the command by the last validity it was sent: it is
@@ -199,8 +200,14 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 			// group, and exits.
 			waitErr := shim.Wait()
 			if !said {
-				end = endOf(shim, waitErr)
-				fmt.Fprintf(s.stderr, "fencer: the command's shim ended without saying how the command did: %v\n", shim.ProcessState)
+				// The shim was killed: the kernel killed the command
+				// with it, but not what the command started, which
+				// keeps its group, and so its id, in use.
+				fmt.Fprintf(s.stderr, "fencer: the command's shim ended (%v) before it could say how the command did\n", shim.ProcessState)
+				if pgid != 0 {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				}
+				return endOf(shim, waitErr).status()
 			}
 			return end.status()
 		case <-refresh.C:
