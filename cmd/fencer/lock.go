@@ -59,6 +59,18 @@ are passed on to the group; lock waits for the command to exit, then
 releases the lock. On a terminal the command's group is the terminal's
 foreground: it can read the terminal, and Ctrl-C reaches it directly.
 
+The command is stopped in time even if lock dies without warning (SIGKILL,
+the OOM killer): the
+command's parent is fencer's own shim (fencer re-executed; ps shows it as
+"fencer __supervise"), which then sends the group SIGTERM at once, and
+SIGKILL --grace later or when the validity ends, whichever comes first; and
+which kills the group by the end of the validity if lock is stopped
+(SIGSTOP) or hangs and cannot renew. The limits: a process that leaves the
+group (setsid, a daemon that detaches) escapes; and if the shim is killed
+with SIGKILL together with lock (kill -9 of their process group), only the
+command itself is killed (by the kernel, on Linux only), not what it
+started.
+
 lock writes nothing to standard output; the command's output is the only
 output.
 
