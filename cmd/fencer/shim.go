@@ -213,20 +213,21 @@ func readMessages(r io.Reader, out chan<- shimMessage) {
 // returns the shim's exit code, which nobody reads but a person who ran
 // it by hand.
 func runShim(args []string) int {
-	// The parent-death signal of the command (shimStart) is sent when the
-	// thread that started it exits: this one, locked and never unlocked,
-	// lives as long as the shim.
+	// The parent-death signal of the command (killOnParentDeath) is sent
+	// when the thread that started it exits: this one, locked and never
+	// unlocked, lives as long as the shim.
 	runtime.LockOSThread()
-	ctl, status := os.NewFile(3, "control"), os.NewFile(4, "status")
 	var grace time.Duration
 	var err error
 	if len(args) >= 3 {
 		grace, err = time.ParseDuration(args[0])
 	}
-	if len(args) < 3 || err != nil || ctl == nil || status == nil {
+	var st syscall.Stat_t
+	if len(args) < 3 || err != nil || syscall.Fstat(3, &st) != nil || syscall.Fstat(4, &st) != nil {
 		fmt.Fprintln(os.Stderr, "fencer: "+shimArg+" is run by fencer lock and fencer elect, not by hand")
 		return exitUsage
 	}
+	ctl, status := os.NewFile(3, "control"), os.NewFile(4, "status")
 	// Not passed on to the command.
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)

@@ -140,6 +140,8 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 	sent := s.hold.Until()
 	send := func(m shimMessage) { _, _ = io.WriteString(ctl, m.String()) }
 	send(shimMessage{until: monoAt(sent)})
+	// Asked before the start: the shim gives the command the foreground.
+	tty, foreground := foregroundTerminal(cmd.Stdin)
 	err = shim.Start()
 	// The shim's ends are its own now.
 	for _, f := range shim.ExtraFiles {
@@ -148,7 +150,7 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 	if err != nil {
 		return &exitError{code: exitNoExec, err: err}
 	}
-	if tty, foreground := foregroundTerminal(cmd.Stdin); foreground {
+	if foreground {
 		// fencer is in the background while the command runs: a message
 		// it writes to the terminal must not stop it. After the shim's
 		// start, so that the command does not inherit the disposition.
