@@ -21,13 +21,19 @@ import (
 // was sent before the kill, so the validity ends within a TTL of it: both
 // processes must be gone by then, and neither writes after the next
 // holder's first write.
-func TestCLILockSuperviseSupervisorKilled(t *testing.T) { svSupervisorKilled(t, "lock") }
+func TestCLILockSuperviseSupervisorKilled(t *testing.T) { svSupervisorKilled(t, "lock", false) }
 
 // The same for fencer elect: the next leader is elected once the first's
 // session expires.
-func TestCLIElectSuperviseSupervisorKilled(t *testing.T) { svSupervisorKilled(t, "elect") }
+func TestCLIElectSuperviseSupervisorKilled(t *testing.T) { svSupervisorKilled(t, "elect", false) }
 
-func svSupervisorKilled(t *testing.T, verb string) {
+// The same when fencer's whole process group is killed, as kill -9 %1 in
+// the shell that started it does.
+func TestCLILockSuperviseSupervisorGroupKilled(t *testing.T) { svSupervisorKilled(t, "lock", true) }
+
+// svSupervisorKilled SIGKILLs fencer verb, or its whole process group if
+// group is set.
+func svSupervisorKilled(t *testing.T, verb string, group bool) {
 	d := startFencerd(t)
 	bin := clFencerBin(t)
 	dir := t.TempDir()
@@ -48,6 +54,7 @@ while :; do echo first $(date +%%s%%N) >> %[1]s; sleep 0.01; done`, log, pgidFil
 	first := exec.Command(bin, verb, "--ttl", ttl.String(), "kill9", "--", "sh", "-c", script)
 	first.Env = append(os.Environ(), "FENCER_ADDR="+d.addr)
 	first.Stdout, first.Stderr = out, out
+	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +67,11 @@ while :; do echo first $(date +%%s%%N) >> %[1]s; sleep 0.01; done`, log, pgidFil
 	}
 	second := svStart(t, bin, d.addr, nil, verb, "--ttl", ttl.String(), "--wait", "20s", "kill9", "--",
 		"sh", "-c", `echo second $(date +%s%N) >> `+log)
-	if err := first.Process.Kill(); err != nil {
+	victim := first.Process.Pid
+	if group {
+		victim = -victim
+	}
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()

@@ -247,11 +247,27 @@ func runShim(args []string) int {
 	cmd := exec.Command(args[1], args[3:]...)
 	cmd.Args[0] = args[2]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	end := shimSupervise(cmd, grace, first.until, msgs, status)
+	// The shim leaves fencer's process group for one of its own, so that
+	// a kill of that group (kill -9 %1 in the shell that started fencer)
+	// leaves the shim to stop the command. Whether the command gets the
+	// terminal is asked first, from fencer's group.
+	var term *terminal
+	if tty, ok := foregroundTerminal(cmd.Stdin); ok {
+		term = &terminal{tty: tty, home: syscall.Getpgrp()}
+	}
+	_ = syscall.Setpgid(0, 0)
+	end := shimSupervise(cmd, term, grace, first.until, msgs, status)
 	if _, err := io.WriteString(status, end.String()+"\n"); err != nil {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// terminal is a terminal whose foreground was fencer's process group, home,
+// when the shim started.
+type terminal struct {
+	tty  *os.File
+	home int
 }
 
 // shimSupervise starts cmd in a process group of its own, passes on the
@@ -259,26 +275,25 @@ func runShim(args []string) int {
 // (msgs closes) or when the validity until ends, and returns how it
 // ended once it and its group are gone. It writes the command's pid to
 // status.
-func shimSupervise(cmd *exec.Cmd, grace, until time.Duration, msgs <-chan shimMessage, status io.Writer) commandEnd {
-	// On a terminal whose foreground is fencer's (and the shim's) group,
-	// the command's group becomes the foreground: it reads the terminal
-	// and gets Ctrl-C from it. The shim takes the foreground back when
-	// the command is gone, ignoring SIGTTOU, as it is then in the
-	// background; after the start, so that the command does not inherit
-	// the disposition.
-	tty, foreground := foregroundTerminal(cmd.Stdin)
+//
+// If term is not nil, the command's group becomes its foreground: it reads
+// the terminal and gets Ctrl-C from it. The shim gives the foreground back
+// to fencer's group when the command is gone, ignoring SIGTTOU, as it is
+// in the background; after the start, so that the command does not
+// inherit the disposition.
+func shimSupervise(cmd *exec.Cmd, term *terminal, grace, until time.Duration, msgs <-chan shimMessage, status io.Writer) commandEnd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if foreground {
+	if term != nil {
 		cmd.SysProcAttr.Foreground = true
-		cmd.SysProcAttr.Ctty = int(tty.Fd())
+		cmd.SysProcAttr.Ctty = int(term.tty.Fd())
 	}
 	killOnParentDeath(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		return commandEnd{err: err}
 	}
-	if foreground {
+	if term != nil {
 		signal.Ignore(syscall.SIGTTOU)
-		defer takeForeground(tty)
+		defer takeForeground(term.tty, term.home)
 	}
 	// The group's id is the command's pid, which stays the command's
 	// until it is reaped: waitExited does not reap it, cmd.Wait does,

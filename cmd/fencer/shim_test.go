@@ -53,7 +53,7 @@ func TestShimStopsTheGroup(t *testing.T) {
 				}
 			}()
 			var status bytes.Buffer
-			end := shimSupervise(cmd, c.grace, until, msgs, &status)
+			end := shimSupervise(cmd, nil, c.grace, until, msgs, &status)
 			took := time.Since(start)
 			if end != c.end {
 				t.Fatalf("the command ended %v, want %v", end, c.end)

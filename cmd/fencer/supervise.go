@@ -158,7 +158,7 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 		// the shim died.
 		signal.Ignore(syscall.SIGTTOU)
 		defer func() {
-			takeForeground(tty)
+			takeForeground(tty, syscall.Getpgrp())
 			signal.Reset(syscall.SIGTTOU)
 		}()
 	}
@@ -327,13 +327,13 @@ func foregroundTerminal(r io.Reader) (*os.File, bool) {
 	return f, int(pgrp) == syscall.Getpgrp()
 }
 
-// takeForeground makes fencer's process group the foreground of tty again,
-// as the shell that started fencer left it. SIGTTOU must be ignored: fencer
-// is in the background until this returns.
-func takeForeground(tty *os.File) {
-	pgrp := int32(syscall.Getpgrp())
+// takeForeground makes the process group pgrp (fencer's) the foreground of
+// tty again, as the shell that started fencer left it. SIGTTOU must be
+// ignored: the caller is in the background until this returns.
+func takeForeground(tty *os.File, pgrp int) {
+	id := int32(pgrp)
 	for {
-		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, tty.Fd(), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&pgrp)))
+		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, tty.Fd(), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&id)))
 		if errno != syscall.EINTR {
 			return
 		}
