@@ -65,11 +65,12 @@ command's parent is fencer's own shim (fencer re-executed; ps shows it as
 "fencer __supervise"), which then sends the group SIGTERM at once, and
 SIGKILL --grace later or when the validity ends, whichever comes first; and
 which kills the group by the end of the validity if lock is stopped
-(SIGSTOP) or hangs and cannot renew. The limits: a process that leaves the
-group (setsid, a daemon that detaches) escapes; and if the shim is killed
-with SIGKILL together with lock (kill -9 of their process group), only the
-command itself is killed (by the kernel, on Linux only), not what it
-started.
+(SIGSTOP) or hangs and cannot renew. The shim has a process group of its
+own, so a kill of lock's group (kill -9 %1) leaves it to do this. The
+limits: a process that leaves the command's group (setsid, a daemon that
+detaches) escapes; and if the shim itself is killed with SIGKILL as well as
+lock, only the command itself is killed (by the kernel, on Linux only), not
+what it started.
 
 lock writes nothing to standard output; the command's output is the only
 output.

@@ -92,9 +92,10 @@ func catchSignals() (sigs chan os.Signal, stop func()) {
 //     whichever comes first; and if fencer is stopped (SIGSTOP) or wedged,
 //     SIGKILL by Until. The command's parent is a shim (shim.go) that does
 //     this when fencer's pipe to it closes, or when the last validity fencer
-//     sent it ends. If the shim itself is killed (SIGKILL), the command gets
-//     SIGKILL from the kernel (a parent-death signal, Linux only), but
-//     processes it started do not.
+//     sent it ends. The shim has a process group of its own, out of reach
+//     of a kill of fencer's. If the shim is killed too (SIGKILL), the
+//     command gets SIGKILL from the kernel (a parent-death signal, Linux
+//     only), but processes it started do not.
 //
 // On a terminal (standard input is a terminal whose foreground is fencer's
 // process group) the command's group is made the terminal's foreground
