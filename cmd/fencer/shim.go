@@ -24,7 +24,9 @@ import (
 // stops the command's group as a lost lease would (SIGTERM, then SIGKILL
 // by the validity's end). A parent-death signal alone would not do: it
 // goes to the command only, not to its group, is tied to the thread that
-// set it, and SIGTERM can be ignored.
+// set it, and SIGTERM can be ignored. The shim has a process group of its
+// own, so that what kills or stops fencer's group (kill -9 %1 in a shell)
+// does not reach it; the command has another.
 //
 // Only the shim signals the command's group, and it reaps the command only
 // after its last signal to the group, so the group's id cannot have been
@@ -51,7 +53,7 @@ import (
 //	failed <error>  it could not be started
 //
 // While the supervisor runs, the shim acts on its own only to SIGKILL the
-// group by the last validity it was sent, less killAhead: a supervisor that
+// group by the last validity it was sent, less killMargin: a supervisor that
 // is stopped (SIGSTOP) or wedged cannot renew, and its command must not run
 // past the validity either.
 
@@ -231,11 +233,11 @@ func runShim(args []string) int {
 	// Not passed on to the command.
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
-	// A signal sent to fencer's whole process group (Ctrl-C with standard
-	// input not a terminal, a service manager's stop) reaches the shim as
-	// well as fencer, which passes it on: the shim must not die of it,
-	// nor pass it on twice. Handled (and dropped), not ignored: an ignored
-	// signal would stay ignored in the command.
+	// A signal sent to every fencer process (pkill -f fencer, a service
+	// manager's stop) reaches the shim as well as fencer, which passes it
+	// on: the shim must not die of it, nor pass it on twice. Handled (and
+	// dropped), not ignored: an ignored signal would stay ignored in the
+	// command.
 	signal.Notify(make(chan os.Signal, 1), forwardedSignals...)
 
 	msgs := make(chan shimMessage, 1)
