@@ -334,15 +334,18 @@ func TestCLILockSupervise2022Terminal(t *testing.T) {
 	clAwaitFile(t, ready, requestTimeout)
 	pgid := svReadInt(t, pgidFile)
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
-	fencerPid := svParent(t, pgid)
+	// The command's parent is fencer's shim, in fencer's process group.
+	shimPid := svParent(t, pgid)
+	fencerPid := svParent(t, shimPid)
 	t.Cleanup(func() {
 		if t.Failed() { // stopped, say
 			_ = syscall.Kill(fencerPid, syscall.SIGKILL)
+			_ = syscall.Kill(shimPid, syscall.SIGKILL)
 		}
 	})
-	if fg := svForeground(t, master); pgid == fencerPid || pgid == job.Process.Pid || fg != pgid {
-		t.Fatalf("the command's group %d (fencer %d, bash %d), the terminal's foreground %d; want the command's own group in the foreground",
-			pgid, fencerPid, job.Process.Pid, fg)
+	if fg := svForeground(t, master); pgid == fencerPid || pgid == shimPid || pgid == job.Process.Pid || fg != pgid {
+		t.Fatalf("the command's group %d (fencer %d, its shim %d, bash %d), the terminal's foreground %d; want the command's own group in the foreground",
+			pgid, fencerPid, shimPid, job.Process.Pid, fg)
 	}
 	svRevoke(t, d, "tty")
 	select {

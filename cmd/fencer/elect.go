@@ -42,6 +42,11 @@ sent to elect are passed on to the group; elect waits for the command to
 exit, then resigns. SIGINT, SIGTERM and SIGHUP while elect is still
 campaigning end the campaign (exit status 125).
 
+The command is stopped in time even if elect dies without warning (SIGKILL,
+the OOM killer), with the limits fencer lock --help lists: the command's parent is fencer's
+own shim, which then stops the group as when leadership is lost (SIGTERM,
+then SIGKILL --grace later or by the end of the validity).
+
 elect writes nothing to standard output; the command's output is the only
 output.
 

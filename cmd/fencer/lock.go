@@ -59,6 +59,19 @@ are passed on to the group; lock waits for the command to exit, then
 releases the lock. On a terminal the command's group is the terminal's
 foreground: it can read the terminal, and Ctrl-C reaches it directly.
 
+The command is stopped in time even if lock dies without warning (SIGKILL,
+the OOM killer): the
+command's parent is fencer's own shim (fencer re-executed; ps shows it as
+"fencer __supervise"), which then sends the group SIGTERM at once, and
+SIGKILL --grace later or when the validity ends, whichever comes first; and
+which kills the group by the end of the validity if lock is stopped
+(SIGSTOP) or hangs and cannot renew. The shim has a process group of its
+own, so a kill of lock's group (kill -9 %1) leaves it to do this. The
+limits: a process that leaves the command's group (setsid, a daemon that
+detaches) escapes; and if the shim itself is killed with SIGKILL as well as
+lock, only the command itself is killed (by the kernel, on Linux only), not
+what it started.
+
 lock writes nothing to standard output; the command's output is the only
 output.
 
@@ -228,23 +241,6 @@ func (a *app) release(l *client.Lease) {
 	if err := l.Release(ctx); err != nil && !lostBefore {
 		fmt.Fprintf(a.stderr, "fencer: releasing %q: %v (it expires after its TTL)\n", l.Name(), err)
 	}
-}
-
-// exitStatus turns the command's end into fencer's exit status.
-func exitStatus(child *exec.Cmd, err error) error {
-	st := child.ProcessState
-	if st == nil {
-		return &exitError{code: exitNoExec, err: err}
-	}
-	code := st.ExitCode()
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		code = 128 + int(ws.Signal())
-	}
-	if code == 0 {
-		return nil
-	}
-	// The command has said what it had to say; fencer adds nothing.
-	return &exitError{code: code, err: errSilent}
 }
 
 // errSilent is an error run does not print.

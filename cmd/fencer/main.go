@@ -37,6 +37,9 @@ const (
 const defaultAddr = "127.0.0.1:7379"
 
 func main() {
+	if isShim(os.Args) {
+		os.Exit(runShim(os.Args[2:]))
+	}
 	// go-redis logs failed dials to the standard logger; fencer reports
 	// errors itself.
 	redis.SetLogger(quietLogger{})

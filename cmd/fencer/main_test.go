@@ -26,6 +26,11 @@ import (
 var nodeAddr string
 
 func TestMain(m *testing.M) {
+	// The supervisor's tests run the command under this binary as the
+	// shim.
+	if isShim(os.Args) {
+		os.Exit(runShim(os.Args[2:]))
+	}
 	redis.SetLogger(quietLogger{})
 	stop, addr, err := startNode()
 	if err != nil {

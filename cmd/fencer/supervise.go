@@ -82,23 +82,32 @@ func catchSignals() (sigs chan os.Signal, stop func()) {
 //     renewal (the timer re-reads Until when it fires, and sleeps again if a
 //     renewal moved it), or at once when the holding is known lost; SIGKILL
 //     follows grace after the SIGTERM, or at Until, whichever comes first
-//     (aimed a little before Until: killAhead).
+//     (aimed a little before Until: killMargin).
 //   - forwardedSignals received by fencer are passed on to the group; fencer
 //     keeps running until the command exits.
 //   - When the command exits, whatever is left of its group is killed
 //     (SIGKILL) before run returns, so before the lock is released.
+//   - If fencer dies without warning (SIGKILL, the OOM killer), the group
+//     still gets SIGTERM at once and SIGKILL grace later or by Until,
+//     whichever comes first; and if fencer is stopped (SIGSTOP) or wedged,
+//     SIGKILL by Until. The command's parent is a shim (shim.go) that does
+//     this when fencer's pipe to it closes, or when the last validity fencer
+//     sent it ends. The shim has a process group of its own, out of reach
+//     of a kill of fencer's. If the shim is killed too (SIGKILL), the
+//     command gets SIGKILL from the kernel (a parent-death signal, Linux
+//     only), but processes it started do not.
 //
 // On a terminal (standard input is a terminal whose foreground is fencer's
 // process group) the command's group is made the terminal's foreground
 // (SysProcAttr.Foreground), so that it reads the terminal and gets Ctrl-C
 // and Ctrl-\ from it directly, while fencer, now in the background, can
-// still signal the whole group. fencer ignores SIGTTOU meanwhile, so that a
-// message it writes to the terminal, and taking the foreground back after
-// the command, do not stop it. Job control is not passed through: Ctrl-Z
-// stops the command, not fencer (fencer cannot stop with it without losing
-// the lock), so `fg` does not apply; kill -CONT the command's group. (A
-// stop sends SIGCONT after SIGTERM, as systemd does, and SIGKILL ends a
-// stopped process anyway.)
+// still signal the whole group. fencer and the shim ignore SIGTTOU
+// meanwhile, so that a message fencer writes to the terminal, and taking the
+// foreground back after the command, do not stop them. Job control is not
+// passed through: Ctrl-Z stops the command, not fencer (fencer cannot stop
+// with it without losing the lock), so `fg` does not apply; kill -CONT the
+// command's group. (A stop sends SIGCONT after SIGTERM, as systemd does, and
+// SIGKILL ends a stopped process anyway.)
 type supervisor struct {
 	hold  holding
 	grace time.Duration // between SIGTERM and SIGKILL, at most; see above
@@ -114,44 +123,59 @@ type supervisor struct {
 // for it, and returns its end as fencer's exit status: nil for 0, else an
 // *exitError (128+n if signal n killed it; 126 if it could not start; 125
 // if the holding was lost before the command started).
+//
+// The command runs under the shim (shim.go), which signals its group when
+// asked, and stops it by itself if fencer dies.
 func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 	select {
 	case <-s.hold.Done():
 		return &exitError{code: exitLockFail, err: fmt.Errorf("lost %s before the command started%s", s.what, s.because())}
 	default:
 	}
-	tty, foreground := foregroundTerminal(cmd.Stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if foreground {
-		cmd.SysProcAttr.Foreground = true
-		cmd.SysProcAttr.Ctty = int(tty.Fd())
+	shim, ctl, status, err := shimCommand(cmd, s.grace)
+	if err != nil {
+		return &exitError{code: exitNoExec, err: err}
 	}
-	if err := cmd.Start(); err != nil {
+	defer ctl.Close()
+	defer status.Close()
+	sent := s.hold.Until()
+	send := func(m shimMessage) { _, _ = io.WriteString(ctl, m.String()) }
+	send(shimMessage{until: monoAt(sent)})
+	// Asked before the start: the shim gives the command the foreground.
+	tty, foreground := foregroundTerminal(cmd.Stdin)
+	err = shim.Start()
+	// The shim's ends are its own now.
+	for _, f := range shim.ExtraFiles {
+		f.Close()
+	}
+	if err != nil {
 		return &exitError{code: exitNoExec, err: err}
 	}
 	if foreground {
-		// After Start, so that the command does not inherit the
-		// disposition.
+		// fencer is in the background while the command runs: a message
+		// it writes to the terminal must not stop it. After the shim's
+		// start, so that the command does not inherit the disposition.
+		// The shim takes the foreground back; so does fencer, in case
+		// the shim died.
 		signal.Ignore(syscall.SIGTTOU)
 		defer func() {
-			takeForeground(tty)
+			takeForeground(tty, syscall.Getpgrp())
 			signal.Reset(syscall.SIGTTOU)
 		}()
 	}
-	// The group's id is the command's pid, which stays ours until the
-	// command is reaped: waitExited does not reap it, cmd.Wait below does,
-	// after the last signal to the group.
-	pgid := cmd.Process.Pid
-	group := func(sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+	group := func(sig syscall.Signal) { send(shimMessage{signal: sig}) }
 	exited := make(chan struct{})
-	var waitErr error
-	waited := false // reaped already: only where waitExited cannot wait
+	var pgid int
+	var end commandEnd
+	var said bool
 	go func() {
-		if !waitExited(pgid) {
-			waitErr, waited = cmd.Wait(), true
-		}
+		pgid, end, said = readStatus(status)
 		close(exited)
 	}()
+	// The shim kills the command by the last validity it was sent: it is
+	// kept up to date, and a copy late by a refresh only kills earlier.
+	refresh := time.NewTicker(validityRefresh)
+	defer refresh.Stop()
 
 	lost := s.hold.Done()
 	timer := time.NewTimer(time.Until(s.hold.Until().Add(-s.grace)))
@@ -160,9 +184,7 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 	// stop sends SIGTERM now and arms SIGKILL.
 	stop := func() {
 		stopping = true
-		// Aimed a little before Until, so that a timer that fires late
-		// on a loaded machine still kills by then.
-		killAt := s.hold.Until().Add(-min(s.grace/4, killAhead))
+		killAt := s.hold.Until().Add(-killMargin(s.grace))
 		if t := time.Now().Add(s.grace); t.Before(killAt) {
 			killAt = t
 		}
@@ -177,13 +199,25 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 	for {
 		select {
 		case <-exited:
-			// Whatever the command left behind in its group must not
-			// go on after the lock is released.
-			group(syscall.SIGKILL)
-			if !waited {
-				waitErr = cmd.Wait()
+			// The shim has killed whatever the command left in its
+			// group, and exits.
+			waitErr := shim.Wait()
+			if !said {
+				// The shim was killed: the kernel killed the command
+				// with it, but not what the command started, which
+				// keeps its group, and so its id, in use.
+				fmt.Fprintf(s.stderr, "fencer: the command's shim ended (%v) before it could say how the command did\n", shim.ProcessState)
+				if pgid != 0 {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				}
+				return endOf(shim, waitErr).status()
 			}
-			return exitStatus(cmd, waitErr)
+			return end.status()
+		case <-refresh.C:
+			if u := s.hold.Until(); u.After(sent) {
+				sent = u
+				send(shimMessage{until: monoAt(u)})
+			}
 		case sig := <-sigs:
 			group(sig.(syscall.Signal))
 		case <-lost:
@@ -213,6 +247,11 @@ func (s *supervisor) run(cmd *exec.Cmd, sigs <-chan os.Signal) error {
 
 // killAhead is the most by which SIGKILL is aimed before Until.
 const killAhead = 50 * time.Millisecond
+
+// validityRefresh is how often the shim is sent the validity, if it moved:
+// often enough that its copy, which only ever lags, stays far from the
+// SIGKILL it would send by it while renewals succeed.
+const validityRefresh = 100 * time.Millisecond
 
 // because returns ": <cause>" if the cause of the end is known.
 func (s *supervisor) because() string {
@@ -289,13 +328,13 @@ func foregroundTerminal(r io.Reader) (*os.File, bool) {
 	return f, int(pgrp) == syscall.Getpgrp()
 }
 
-// takeForeground makes fencer's process group the foreground of tty again,
-// as the shell that started fencer left it. SIGTTOU must be ignored: fencer
-// is in the background until this returns.
-func takeForeground(tty *os.File) {
-	pgrp := int32(syscall.Getpgrp())
+// takeForeground makes the process group pgrp (fencer's) the foreground of
+// tty again, as the shell that started fencer left it. SIGTTOU must be
+// ignored: the caller is in the background until this returns.
+func takeForeground(tty *os.File, pgrp int) {
+	id := int32(pgrp)
 	for {
-		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, tty.Fd(), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&pgrp)))
+		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, tty.Fd(), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&id)))
 		if errno != syscall.EINTR {
 			return
 		}

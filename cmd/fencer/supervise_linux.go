@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"syscall"
 	"unsafe"
 )
@@ -19,3 +20,24 @@ func waitExited(pid int) bool {
 		}
 	}
 }
+
+// selfExecutable is the file fencer runs from, to start the shim: the
+// kernel's link to it, which still works after the file was replaced (an
+// upgrade while a command runs).
+func selfExecutable() string {
+	const self = "/proc/self/exe"
+	if _, err := os.Stat(self); err == nil {
+		return self
+	}
+	path, err := os.Executable()
+	if err != nil {
+		return os.Args[0]
+	}
+	return path
+}
+
+// killOnParentDeath makes the kernel SIGKILL the command when the shim's
+// thread that starts it exits (runShim locks it, so when the shim dies):
+// the backstop if the shim itself is killed. It reaches the command only,
+// not the rest of its group.
+func killOnParentDeath(attr *syscall.SysProcAttr) { attr.Pdeathsig = syscall.SIGKILL }

@@ -303,3 +303,27 @@ func TestSuperviseContinuesAStoppedCommand(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 5, from the command's SIGTERM trap, after the revoke", code, stderr)
 	}
 }
+
+// If the shim is killed, the kernel kills the command (its parent-death
+// signal), fencer kills what the command started, and says so.
+func TestSuperviseShimKilled(t *testing.T) {
+	dir := t.TempDir()
+	ready, childFile, shimFile := filepath.Join(dir, "ready"), filepath.Join(dir, "child"), filepath.Join(dir, "shim")
+	l := superviseLease(t, "sup-shim", 5*time.Second, true)
+	go func() {
+		awaitFile(t, ready, 5*time.Second)
+		b, _ := os.ReadFile(shimFile)
+		shim, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		_ = syscall.Kill(shim, syscall.SIGKILL)
+	}()
+	code, stderr := superviseRun(t, l, time.Second, `trap '' TERM; sleep 1000 & echo $! > `+childFile+`; echo $PPID > `+shimFile+`; touch `+ready+`; sleep 1000`)
+	if code != 137 || !strings.Contains(stderr, "shim ended") {
+		t.Fatalf("exit %d, stderr %q; want 137, the shim's SIGKILL, and what happened", code, stderr)
+	}
+	b, err := os.ReadFile(childFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	awaitGone(t, child)
+}
