@@ -57,6 +57,10 @@ const (
 	// OpProclaim sets the value (Data) of a lock Owner holds under Session
 	// (an election's leader's value), keeping its token.
 	OpProclaim Op = 15
+	// OpClusterID names the cluster: Key becomes its ID if it has none
+	// (the first leader of a new cluster, or of one made before IDs,
+	// proposes one; a later one does nothing). It touches no lock.
+	OpClusterID Op = 16
 )
 
 // String names the operation.
@@ -92,6 +96,8 @@ func (o Op) String() string {
 		return "session-revoke"
 	case OpProclaim:
 		return "proclaim"
+	case OpClusterID:
+		return "cluster-id"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -621,6 +627,10 @@ func (c *Command) validate() error {
 		if c.Lease != nil || c.Waiter != nil {
 			return fmt.Errorf("%w: member entry with lease or waiter", ErrBadEntry)
 		}
+	case OpClusterID:
+		if c.Owner != "" || c.Data != "" || c.TTL != 0 || c.Redis || c.Lease != nil || c.Waiter != nil {
+			return fmt.Errorf("%w: cluster ID entry with an owner, value, TTL, lease or waiter", ErrBadEntry)
+		}
 	case OpTxn:
 		return fmt.Errorf("%w: txn in the version 1 encoding", ErrBadEntry)
 	case OpProclaim:
@@ -841,8 +851,8 @@ func decodeTxn(d decoder) (Command, error) {
 		if err != nil {
 			return Command{}, fmt.Errorf("command %d of the txn: %w", len(t.Cmds), err)
 		}
-		if c.Op == OpMember || c.Op.IsSession() || c.hasSessionPart() {
-			return Command{}, fmt.Errorf("%w: member or session command in a txn", ErrBadEntry)
+		if c.Op == OpMember || c.Op == OpClusterID || c.Op.IsSession() || c.hasSessionPart() {
+			return Command{}, fmt.Errorf("%w: member, cluster ID or session command in a txn", ErrBadEntry)
 		}
 		t.Cmds = append(t.Cmds, c)
 		d.b = d.b[size:]

@@ -18,11 +18,13 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-// snapshotVersion 6 remembers a release per owner of a key, not one per key
-// (the same layout, a key may repeat); 5 added shared keys' holders; 4 each key's session and
-// the sessions section; 3 each key's kind, data and last write; 2 the
-// members section. Versions 1 to 5 are still read.
-const snapshotVersion byte = 6
+// snapshotVersion 7 ends with the cluster's ID; 6 remembers a release per
+// owner of a key, not one per key (the same layout, a key may repeat); 5
+// added shared keys' holders; 4 each key's session and the sessions
+// section; 3 each key's kind, data and last write; 2 the members section.
+// Versions 1 to 6 are still read (a cluster ID of "": its leader commits
+// one).
+const snapshotVersion byte = 7
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -48,6 +50,7 @@ type tableSnapshot struct {
 	mem                        []rememberedRelease // in the order remembered
 	members                    map[string]string
 	sessions                   []SessionInfo
+	clusterID                  string
 }
 
 // Snapshot copies the table. It is cheap relative to Persist: no sorting, no
@@ -66,6 +69,7 @@ func (t *Table) snapshot() *tableSnapshot {
 		locks:     make([]keyedLease, 0, len(t.locks)),
 		mem:       make([]rememberedRelease, 0, t.memCount),
 		members:   make(map[string]string, len(t.members)),
+		clusterID: t.clusterID,
 	}
 	for id, addr := range t.members {
 		s.members[id] = addr
@@ -103,8 +107,9 @@ func (s *tableSnapshot) Release() {}
 
 // writeTo encodes the snapshot: magic, version, floor, last index, max token,
 // the leases sorted by key, the remembered releases in the order they were
-// remembered, the members' client addresses sorted by node ID, then the
-// sessions sorted by ID. The same table always gives the same bytes.
+// remembered, the members' client addresses sorted by node ID, the sessions
+// sorted by ID, then the cluster's ID. The same table always gives the same
+// bytes.
 func (s *tableSnapshot) writeTo(w io.Writer) error {
 	slices.SortFunc(s.locks, func(a, b keyedLease) int { return strings.Compare(a.key, b.key) })
 	buf := make([]byte, 0, 64<<10)
@@ -168,6 +173,7 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 		buf = binary.AppendUvarint(buf, ss.Taken)
 		buf = appendString(buf, ss.User)
 	}
+	buf = appendString(buf, s.clusterID)
 	_, err := w.Write(buf)
 	return err
 }
@@ -187,7 +193,22 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	defer t.mu.Unlock()
 	t.locks, t.mem, t.memCount, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memCount, n.memQueue, n.members, n.sessions
 	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
+	t.clusterID = n.clusterID
 	return nil
+}
+
+// WithoutClusterID returns snapshot (as Persist writes it) with no cluster
+// ID, in the current version: a cluster seeded from another's snapshot
+// (fencerd --restore) is a cluster of its own, and its leader commits a new
+// ID.
+func WithoutClusterID(snapshot []byte) ([]byte, error) {
+	fresh := New()
+	t, err := decodeSnapshot(snapshot, fresh.memWindow, fresh.memMax)
+	if err != nil {
+		return nil, err
+	}
+	t.clusterID = ""
+	return t.MarshalSnapshot(), nil
 }
 
 // MarshalSnapshot returns the table's snapshot bytes, the same bytes Persist
@@ -377,6 +398,9 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 			}
 			t.sessions[s.ID] = s
 		}
+	}
+	if version >= 7 {
+		t.clusterID = d.string()
 	}
 	for key, l := range t.locks {
 		if l.Kind == KindShared && d.err == nil {

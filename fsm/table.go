@@ -240,6 +240,9 @@ type Table struct {
 	memQueue []memRef
 	memBase  *Table
 	members  map[string]string // node ID → client address
+	// clusterID names the cluster (OpClusterID); empty until its first
+	// leader running a version with IDs commits one.
+	clusterID string
 	floor    uint64            // added to every index
 	// extra is how many positions past its own the command being applied
 	// took (the hand-offs of a session's end); the floor grows by it once
@@ -361,6 +364,14 @@ func subResults(n int) []*Result {
 func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 	r.Position, r.Cmd = pos, c
 	switch c.Op {
+	case OpClusterID:
+		if t.clusterID != "" {
+			r.Code = Stale
+			return
+		}
+		t.clusterID = c.Key
+		r.Code = Recorded
+		return
 	case OpMember:
 		if c.Owner == "" {
 			delete(t.members, c.Key)
@@ -943,4 +954,11 @@ func (t *Table) LastIndex() uint64 {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.lastIndex
+}
+
+// ClusterID returns the cluster's ID, or "" if none was committed yet.
+func (t *Table) ClusterID() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.clusterID
 }
