@@ -243,7 +243,7 @@ type Table struct {
 	// clusterID names the cluster (OpClusterID); empty until its first
 	// leader running a version with IDs commits one.
 	clusterID string
-	floor    uint64            // added to every index
+	floor     uint64 // added to every index
 	// extra is how many positions past its own the command being applied
 	// took (the hand-offs of a session's end); the floor grows by it once
 	// the command is applied.
