@@ -12,7 +12,7 @@ import (
 // The first cluster ID committed names the cluster; a later one (a second
 // leader that proposed before it saw the first) does nothing. The ID is in
 // every snapshot from version 7, a snapshot of an older version restores
-// without one, and WithoutClusterID drops it for a cluster seeded from
+// without one, and ForNewCluster drops it for a cluster seeded from
 // another's snapshot.
 func TestClusterID(t *testing.T) {
 	tb := New()
@@ -35,12 +35,12 @@ func TestClusterID(t *testing.T) {
 	require.NoError(t, old.Restore(io.NopCloser(bytes.NewReader(v6))))
 	assert.Equal(t, "", old.ClusterID(), "a table from before IDs has none")
 
-	fresh, err := WithoutClusterID(snap)
+	fresh, _, err := ForNewCluster(snap)
 	require.NoError(t, err)
 	seeded := New()
 	require.NoError(t, seeded.Restore(io.NopCloser(bytes.NewReader(fresh))))
 	assert.Equal(t, "", seeded.ClusterID())
-	assert.Equal(t, uint64(2), seeded.LastIndex(), "everything else is kept")
+	assert.Equal(t, uint64(2), seeded.Position(), "the positions go on from the old cluster's")
 }
 
 // An OpClusterID entry decodes as it was encoded; one with a lock's fields,

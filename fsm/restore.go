@@ -30,5 +30,6 @@ func ForNewCluster(snapshot []byte) ([]byte, SnapshotInfo, error) {
 	t.floor = max(t.floor+t.lastIndex, t.maxToken)
 	t.lastIndex = 0
 	t.members = make(map[string]string)
+	t.clusterID = "" // a cluster of its own: its leader commits a new ID
 	return t.MarshalSnapshot(), SnapshotInfo{Locks: len(t.locks), MaxToken: t.maxToken, Floor: t.floor}, nil
 }

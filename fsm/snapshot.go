@@ -197,19 +197,6 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// WithoutClusterID returns snapshot (as Persist writes it) with no cluster
-// ID, in the current version: a cluster seeded from another's snapshot
-// (fencerd --restore) is a cluster of its own, and its leader commits a new
-// ID.
-func WithoutClusterID(snapshot []byte) ([]byte, error) {
-	fresh := New()
-	t, err := decodeSnapshot(snapshot, fresh.memWindow, fresh.memMax)
-	if err != nil {
-		return nil, err
-	}
-	t.clusterID = ""
-	return t.MarshalSnapshot(), nil
-}
 
 // MarshalSnapshot returns the table's snapshot bytes, the same bytes Persist
 // writes. Two tables that applied the same log return equal bytes.
