@@ -20,7 +20,8 @@ type SnapshotInfo struct {
 // to zero: every token the new cluster issues is floor + index > every token
 // in the snapshot (DESIGN.md invariant 1), and positions keep growing, so
 // release memory is forgotten as it would have been. The old cluster's
-// members' client addresses are dropped: the new cluster records its own.
+// members' client addresses and its ID are dropped: the new cluster records
+// its own.
 // Bytes that are not a valid snapshot give ErrBadSnapshot.
 func ForNewCluster(snapshot []byte) ([]byte, SnapshotInfo, error) {
 	t, err := decodeSnapshot(snapshot, ReleaseMemoryWindow, ReleaseMemoryMax)
