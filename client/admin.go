@@ -78,8 +78,9 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	}
 	out := make([]Member, 0, len(rows))
 	for _, r := range rows {
+		// Rows may have more fields than these four in a later version.
 		f, ok := r.([]any)
-		if !ok || len(f) != 4 {
+		if !ok || len(f) < 4 {
 			return nil, fmt.Errorf("client: unexpected reply to FENCE.MEMBERS: %v", v)
 		}
 		var m Member

@@ -126,7 +126,7 @@ func (env *rlEnv) formed() bool {
 	}
 	for _, m := range ms {
 		row, _ := m.([]any)
-		if len(row) != 4 || row[2] == "" || row[3] == "nonvoter" {
+		if len(row) < 4 || row[2] == "" || row[3] == "nonvoter" {
 			return false
 		}
 	}

@@ -1,9 +1,20 @@
 package redisbridge
 
-import "context"
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"time"
 
-// Cluster administration commands. Every node answers FENCE.LEADER and
-// FENCE.MEMBERS itself; JOIN, REMOVE and TRANSFER run on the leader and are
+	"github.com/fencerlock/fencer/internal/resp"
+	"github.com/fencerlock/fencer/internal/version"
+	"github.com/fencerlock/fencer/server"
+)
+
+// Cluster administration commands. Every node answers FENCE.LEADER,
+// FENCE.MEMBERS and FENCE.CLUSTER itself; JOIN, REMOVE and TRANSFER run on the leader and are
 // forwarded there like any write.
 
 // leader: FENCE.LEADER → [id, client-addr] of the leader, null if none known.
@@ -124,4 +135,85 @@ func (b *Bridge) statehash(r *request) {
 	r.c.WriteArray(2)
 	r.c.WriteUint64(idx)
 	r.c.WriteBulkString(sum)
+}
+
+// memberVersionWait bounds asking a member its version for FENCE.CLUSTER.
+const memberVersionWait = time.Second
+
+// cluster: FENCE.CLUSTER → a map: id (the cluster's ID, "" before one was
+// committed), leader (the leader's node ID, "" if none is known) and
+// members, one map per member: id, raft_addr, client_addr, role and
+// version (what its INFO says, asked at its client address; "" if it did
+// not answer within memberVersionWait). Answered by the node itself.
+func (b *Bridge) cluster(r *request) {
+	if len(r.args) != 1 {
+		wrongArity(r)
+		return
+	}
+	ctx, cancel := b.requestCtx(0)
+	defer cancel()
+	ms, err := b.locker.Members(ctx)
+	if err != nil {
+		writeErr(r.c, err)
+		return
+	}
+	versions := b.memberVersions(ctx, ms)
+	leader, _ := b.locker.Leader()
+	r.mapHeader(3)
+	r.c.WriteBulkString("id")
+	r.c.WriteBulkString(b.locker.ClusterID())
+	r.c.WriteBulkString("leader")
+	r.c.WriteBulkString(leader)
+	r.c.WriteBulkString("members")
+	r.c.WriteArray(len(ms))
+	for i, m := range ms {
+		r.mapHeader(5)
+		for _, kv := range [][2]string{{"id", m.ID}, {"raft_addr", m.RaftAddr}, {"client_addr", m.ClientAddr}, {"role", m.Role}, {"version", versions[i]}} {
+			r.c.WriteBulkString(kv[0])
+			r.c.WriteBulkString(kv[1])
+		}
+	}
+}
+
+// memberVersions asks every member but this node, at once, for its
+// version (INFO's fencer_version); "" for one that does not answer in time.
+func (b *Bridge) memberVersions(ctx context.Context, ms []server.Member) []string {
+	out := make([]string, len(ms))
+	ctx, cancel := context.WithTimeout(ctx, memberVersionWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		if m.ID == b.locker.ID() {
+			out[i] = version.Version
+			continue
+		}
+		if m.ClientAddr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			raw, _, err := b.fwd.roundTrip(ctx, m.ClientAddr, 2, resp.Command("INFO", "server"))
+			if err != nil {
+				return
+			}
+			v, err := resp.ReadValue(bufio.NewReader(bytes.NewReader(raw)))
+			if err != nil || v.Kind == resp.Error {
+				return
+			}
+			out[i] = infoField(v.Str, "fencer_version")
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// infoField returns the value of field in INFO's text, "" if absent.
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }

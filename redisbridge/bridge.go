@@ -47,6 +47,8 @@ type Locker interface {
 	ExtendMany(ctx context.Context, keys []string, owner string, ttl time.Duration) (int, error)
 	ReleaseMany(ctx context.Context, keys []string, owner string, session uint64) (int, error)
 	ID() string
+	// ClusterID is the cluster's ID, "" before one was committed.
+	ClusterID() string
 	Leader() (id, clientAddr string)
 	Members(ctx context.Context) ([]server.Member, error)
 	// DefaultLockTTL is the lease of a lock taken without a TTL (SETNX).
@@ -191,6 +193,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.unwatch":    (*Bridge).unwatch,
 
 		"fence.members":   (*Bridge).members,
+		"fence.cluster":   (*Bridge).cluster,
 		"fence.join":      (*Bridge).join,
 		"fence.remove":    (*Bridge).remove,
 		"fence.transfer":  (*Bridge).transfer,

@@ -61,6 +61,7 @@ var commandSpecs = map[string]cmdSpec{
 	"fence.watch":      {arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, first: 1, last: 1, step: 1, group: "fencer", summary: "Pushes every change of a lock's holder: key [FROM position]."},
 	"fence.unwatch":    {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, group: "fencer", summary: "Stops watching keys: [key ...]."},
 	"fence.members":    {arity: 1, group: "fencer", summary: "Lists the cluster's members."},
+	"fence.cluster":    {arity: 1, group: "fencer", summary: "Returns the cluster's ID, leader and members (with each one's version) as a map."},
 	"fence.join":       {arity: 4, flags: []string{"write"}, group: "fencer", summary: "Adds a member: id raft-addr client-addr."},
 	"fence.remove":     {arity: 2, flags: []string{"write"}, group: "fencer", summary: "Removes a member: id."},
 	"fence.transfer":   {arity: -1, flags: []string{"write"}, group: "fencer", summary: "Transfers leadership: [id]."},

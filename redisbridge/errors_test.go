@@ -144,6 +144,7 @@ func (f faultyLocker) AcquireRedis(context.Context, string, string, time.Duratio
 }
 func (f faultyLocker) Update(context.Context, []string, func(*server.Tx) error) error { return f.err }
 func (f faultyLocker) ID() string                                                     { return "faulty" }
+func (f faultyLocker) ClusterID() string                                              { return "" }
 
 // unsureLocker's first acquire ends with an unknown outcome; each later one
 // waits for its context to end and fails with the context's error, as the

@@ -123,7 +123,7 @@ func leaderMembers(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *t
 		var ids []string
 		leader := ""
 		for _, m := range v.Elems {
-			if len(m.Elems) != 4 {
+			if len(m.Elems) < 4 { // a later version may add fields
 				return nil, fmt.Errorf("unexpected FENCE.MEMBERS reply %v", v)
 			}
 			ids = append(ids, m.Elems[0].Str)
@@ -176,4 +176,58 @@ func roundTrip(ctx context.Context, addr string, auth, cmd []byte, tlsCfg *tls.C
 		}
 	}
 	return resp.ReadValue(rd)
+}
+
+// ErrOtherCluster means a node that belongs to one cluster was given --join
+// addresses of another.
+var ErrOtherCluster = errors.New("redisbridge: the --join addresses belong to another cluster")
+
+// CheckCluster asks each of addrs other than self, once, which cluster it
+// belongs to (FENCE.CLUSTER's id). A node with state calls it before its
+// Raft starts, with the ID of the cluster it belongs to (own): if at least
+// one address answers another ID and none answers own, it returns
+// ErrOtherCluster, naming both; otherwise nil, so that a whole cluster
+// restarting at once (no address answers yet) starts as before, and an
+// address that answers no ID (a version without IDs, or a cluster whose
+// leader has not committed one yet) counts for neither.
+func CheckCluster(ctx context.Context, addrs []string, self, own, user, password string, tlsCfg *tls.Config, log *slog.Logger) error {
+	auth := authCommand(user, password)
+	cmd := resp.Command("FENCE.CLUSTER")
+	var others []string
+	other := ""
+	for _, addr := range addrs {
+		if addr == self {
+			continue
+		}
+		v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg, membersTimeout)
+		if err != nil || v.Kind == resp.Error {
+			log.Info("could not ask which cluster a --join address belongs to", "via", addr, "err", err, "reply", v.Str)
+			continue
+		}
+		id := mapField(v, "id")
+		switch id {
+		case "":
+		case own:
+			return nil
+		default:
+			others, other = append(others, addr), id
+		}
+	}
+	if other == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: this node belongs to cluster %s (its data directory says so), but %v belong to cluster %s, and none of the --join addresses to its own; "+
+		"started, it would run beside that cluster as a second one. To make it a member of %s, stop it, move its data directory away and start it again with --join (it joins as a new member; see docs/operations.md, \"A node refuses to start\"); "+
+		"to keep it in %s, give it that cluster's addresses", ErrOtherCluster, own, others, other, other, own)
+}
+
+// mapField returns the string value of key in a map reply (a RESP3 map or
+// a RESP2 flat array), "" if absent.
+func mapField(v resp.Value, key string) string {
+	for i := 0; i+1 < len(v.Elems); i += 2 {
+		if v.Elems[i].Str == key {
+			return v.Elems[i+1].Str
+		}
+	}
+	return ""
 }

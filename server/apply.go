@@ -25,6 +25,8 @@ type applier struct {
 	// applying is when the apply in progress started (Unix nanoseconds),
 	// zero between applies: Node.Live reads it.
 	applying atomic.Int64
+	// id records the cluster's ID in the data directory once applied.
+	id identity
 }
 
 // applyingSince returns when the apply in progress started (Unix
@@ -71,6 +73,9 @@ func (a *applier) applyLocked(l *raft.Log) interface{} {
 }
 
 func (a *applier) resultLocked(r *fsm.Result) {
+	if r.Cmd.Op == fsm.OpClusterID && r.Code == fsm.Recorded {
+		a.id.record(r.Cmd.Key)
+	}
 	if r.Cmd.Op.IsSession() {
 		a.grants.sessionAppliedLocked(r)
 	}
@@ -123,6 +128,7 @@ func (a *applier) Restore(rc io.ReadCloser) error {
 	a.grants.restoredLocked()
 	a.watches.restoredLocked()
 	a.grants.mu.Unlock()
+	a.id.record(a.table.ClusterID())
 	// A test may hold the applier here, between a restore and the entries
 	// after it (faults_enabled.go).
 	faultPoint("restored", a.table)

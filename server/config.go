@@ -42,6 +42,13 @@ type Config struct {
 	// stops Open. fencerd asks the cluster's leader whether the ID is still
 	// a member (a member whose state was lost must be removed first).
 	CheckJoin func(id string) error
+	// CheckCluster, if set, is called with the ID of the cluster the node
+	// belongs to when Join is set, the data directory holds Raft state and
+	// the node has recorded its cluster's ID, before Raft starts: an error
+	// stops Open. fencerd asks the --join addresses which cluster they
+	// belong to, and refuses to start a node whose addresses all name
+	// another one.
+	CheckCluster func(clusterID string) error
 	// Transport, if set, replaces the TCP transport on RaftAddr; tests use
 	// raft's in-memory transport. The node closes it if it is io.Closer.
 	Transport raft.Transport

@@ -349,3 +349,38 @@ func TestFaultKeysGuardsTheKeysItLeavesOut(t *testing.T) {
 	assert.False(t, globalHeld && held, "global taken while res:1 is held (attempts %d)", attempts)
 	assert.True(t, busy)
 }
+
+// TestFaultClusterIDForAnOlderDataDirectory: a cluster made by a version
+// without IDs (the fault point skips the proposal, as that version did) gets
+// one when its leader first runs this version, once: a restart keeps it.
+// Every member of a three-node cluster has the same ID, in its table and in
+// its data directory.
+func TestFaultClusterIDForAnOlderDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	unset := setFaultPoint("propose-cluster-id", func(any) bool { return true })
+	n := openNode(t, dir)
+	mustAcquire(t, n, "k", "o", time.Minute)
+	require.Equal(t, "", n.ClusterID())
+	require.NoError(t, n.Close())
+	unset()
+
+	n = openNode(t, dir)
+	require.Eventually(t, func() bool {
+		rec, err := readClusterID(dir)
+		return err == nil && rec != "" && rec == n.ClusterID()
+	}, 10*time.Second, 10*time.Millisecond)
+	id := n.ClusterID()
+	require.NoError(t, n.Close())
+	n = openNode(t, dir)
+	c := newCluster(t, 3)
+	leader := c.leader()
+	require.Eventually(t, func() bool { return n.ClusterID() != "" && leader.ClusterID() != "" }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, id, n.ClusterID(), "the same ID after a restart")
+	for i, m := range c.nodes {
+		require.Eventually(t, func() bool {
+			rec, err := readClusterID(c.dirs[i])
+			return err == nil && rec == leader.ClusterID() && m.ClusterID() == rec
+		}, 10*time.Second, 10*time.Millisecond, "node %d's table and data directory", i)
+	}
+	assert.NotEqual(t, id, leader.ClusterID(), "another cluster, another ID")
+}

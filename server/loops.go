@@ -48,6 +48,7 @@ func (n *Node) watchLeadership() {
 			if n.table.Members()[n.id] != n.cfg.ClientAddr {
 				n.proposeAsync(fsm.Command{Op: fsm.OpMember, Key: n.id, Owner: n.cfg.ClientAddr})
 			}
+			n.proposeClusterID()
 		}
 	}
 }

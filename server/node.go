@@ -98,6 +98,13 @@ func Open(cfg Config) (*Node, error) {
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
 	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches)
 	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches}
+	recorded, err := readClusterID(cfg.DataDir)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	n.fsm.id = identity{dir: cfg.DataDir, recorded: recorded,
+		onError: func(err error) { n.log.Warn("could not record the cluster ID in the data directory", "err", err) }}
 	if err := n.startRaft(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -213,8 +220,15 @@ func (n *Node) startRaft() error {
 	n.hadState = existing
 	switch {
 	case existing:
+		if cfg.Join && cfg.CheckCluster != nil && n.fsm.id.recorded != "" {
+			// A node of one cluster given another's addresses must not
+			// start beside it as a second cluster.
+			if err := cfg.CheckCluster(n.fsm.id.recorded); err != nil {
+				return err
+			}
+		}
 		if cfg.Join {
-			n.log.Info("restarting from existing state; join addresses are not needed")
+			n.log.Info("restarting from existing state; join addresses are not needed", "cluster_id", n.fsm.id.recorded)
 		}
 	case cfg.Join:
 		if cfg.CheckJoin != nil {

@@ -61,6 +61,14 @@ func (n *Node) RestoreSnapshot(ctx context.Context, snapshot []byte) (fsm.Snapsh
 	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: n.id, Owner: n.cfg.ClientAddr}); err != nil {
 		return info, err
 	}
-	n.log.Info("restored a snapshot into a new cluster", "locks", info.Locks, "max_token", info.MaxToken, "floor", info.Floor)
+	// It is a cluster of its own: the snapshot's ID was dropped.
+	id, err := newClusterID()
+	if err != nil {
+		return info, err
+	}
+	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpClusterID, Key: id}); err != nil {
+		return info, err
+	}
+	n.log.Info("restored a snapshot into a new cluster", "cluster_id", id, "locks", info.Locks, "max_token", info.MaxToken, "floor", info.Floor)
 	return info, nil
 }

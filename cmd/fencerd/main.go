@@ -195,6 +195,9 @@ func openNode(ctx context.Context, c *config, logger *slog.Logger, cl *cleanup) 
 	c.node.CheckJoin = func(id string) error {
 		return redisbridge.CheckNotMember(ctx, c.join, c.node.ClientAddr, id, user, pass, c.bridge.ForwardTLS, logger)
 	}
+	c.node.CheckCluster = func(own string) error {
+		return redisbridge.CheckCluster(ctx, c.join, c.node.ClientAddr, own, user, pass, c.bridge.ForwardTLS, logger)
+	}
 	node, err := server.Open(c.node)
 	if err != nil {
 		return nil, err
