@@ -197,7 +197,6 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-
 // MarshalSnapshot returns the table's snapshot bytes, the same bytes Persist
 // writes. Two tables that applied the same log return equal bytes.
 func (t *Table) MarshalSnapshot() []byte {
