@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/testbin"
 )
 
 // A cluster knows who it is (docs/operations.md, "The cluster's ID"): real
@@ -152,4 +154,52 @@ func TestClusterIdentity(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// A data directory written by a release from before cluster IDs
+// (testdata/upgrade-from, built from the repository) gets an ID the first
+// time the current build leads it, once: a restart keeps it, and the locks
+// and tokens from before are kept.
+func TestClusterIDForAPreIDDataDirectory(t *testing.T) {
+	baseline, err := testbin.BuildBaseline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDaemons(t, 1)[0]
+	d.bin = baseline
+	d.start(t)
+	c := &nodeCluster{nodes: []*daemon{d}, ids: make([]string, 1)}
+	g := c.mustGrant(t, 0, clusterRetryWithin, "before-ids", "o", time.Hour)
+	v, err := clusterCall(d.addr, requestTimeout, "INFO", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := v.(string); strings.Contains(s, "fencer_cluster_id") {
+		t.Fatalf("the baseline already has cluster IDs: %q", s)
+	}
+	d.terminate(t)
+
+	d.bin = ""
+	d.restart(t)
+	id := awaitClusterID(t, d.addr)
+	if s, held := c.statusOf(t, 0, clusterRetryWithin, "before-ids"); !held || s.token != g.token {
+		t.Fatalf("the lock from before: %+v held %v, want token %d", s, held, g.token)
+	}
+	d.terminate(t)
+	d.restart(t)
+	if again := awaitClusterID(t, d.addr); again != id {
+		t.Fatalf("after a restart the ID is %s, was %s", again, id)
+	}
+	logs, _ := filepath.Glob(filepath.Join(d.dir, "fencerd-*.log"))
+	named := 0
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named += strings.Count(string(b), "naming the cluster")
+	}
+	if named != 1 {
+		t.Fatalf("the cluster was named %d times in %d runs, want once", named, len(logs))
+	}
 }

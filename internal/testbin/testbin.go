@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Build compiles the command in pkg, a directory of this module such as
@@ -55,4 +56,63 @@ func ModuleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// BaselineFile names, from the module root, the file that holds the commit
+// the mixed-version tests build as the older release.
+const BaselineFile = "testdata/upgrade-from"
+
+// BuildBaseline builds fencerd at the commit BaselineFile names and returns
+// the binary's path. The build is kept, by commit, under the user's cache
+// directory (outside the clone), so it is made once per machine: the source
+// is taken from the repository with git archive, which needs the commit in
+// the clone's history (a shallow clone does not have it: the error says so).
+func BuildBaseline() (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(root, BaselineFile))
+	if err != nil {
+		return "", err
+	}
+	commit := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			commit = line
+		}
+	}
+	if len(commit) != 40 {
+		return "", fmt.Errorf("%s: want a 40-digit commit, got %q", BaselineFile, commit)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "fencer-baseline", commit)
+	bin := filepath.Join(dir, "fencerd")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.RemoveAll(src); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, commit, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("taking the source of %s (%s) from the repository: %v\n%s(a shallow clone lacks it: git fetch --unshallow)", commit, BaselineFile, err, out)
+	}
+	build := exec.Command("go", "build", "-o", bin+".tmp", "./cmd/fencerd")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building fencerd at %s: %v\n%s", commit, err, out)
+	}
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		return "", err
+	}
+	_ = os.RemoveAll(src)
+	return bin, nil
 }
