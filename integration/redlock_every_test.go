@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -85,5 +87,55 @@ func TestRedlockEveryAddressNodeRedlockUnlock(t *testing.T) {
 		t.Run("node-redlock-v"+major, func(t *testing.T) {
 			tools.runNodeRedlock(t, env, major, "nr-every-"+major, 6, 25, 5*time.Millisecond, 30*time.Second)
 		})
+	}
+}
+
+// A Redlock release through one address of a --redlock-multi-endpoint
+// cluster commits, and leadership moves right after (the fault build's
+// transfer-after-commit): the release is answered 1, its repeats through
+// the other addresses reach the new leader and are answered 1 too (before
+// and after another value takes the key, whose hold they leave alone), and
+// the released value's acquire is refused there.
+func TestRedlockMultiReleaseAcrossLeaderChange(t *testing.T) {
+	armFile := filepath.Join(t.TempDir(), "arm")
+	c := startNodeClusterWith(t, 3, func(d *daemon) {
+		d.bin = faultyBin
+		d.env = []string{"FENCER_FAULTS=transfer-after-commit", "FENCER_FAULT_ARM=" + armFile}
+		d.args = append(d.args, "--redlock-multi-endpoint")
+	})
+	l := c.leader(t)
+	conns := make([]*respConn, len(c.nodes))
+	for i, d := range c.nodes {
+		conns[i] = dialRESP(t, d)
+	}
+	const release = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
+	for _, conn := range conns {
+		if v := conn.do(t, "SET", "k", "a", "NX", "PX", "30000"); v != "OK" {
+			t.Fatalf("a's acquire: %#v", v)
+		}
+	}
+	if err := os.WriteFile(armFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if v := conns[l].do(t, "EVAL", release, "1", "k", "a"); v != int64(1) {
+		t.Fatalf("a's release at the leader: %#v", v)
+	}
+	nl := c.awaitLeaderOtherThan(t, l)
+	t.Logf("leadership moved from node %d to node %d right after the release committed", l+1, nl+1)
+	other := 3 - l - nl
+	if v := conns[nl].do(t, "EVAL", release, "1", "k", "a"); v != int64(1) {
+		t.Fatalf("a's release repeated at the new leader: %#v", v)
+	}
+	if v := conns[nl].do(t, "SET", "k", "b", "NX", "PX", "30000"); v != "OK" {
+		t.Fatalf("b's acquire: %#v", v)
+	}
+	if v := conns[other].do(t, "EVAL", release, "1", "k", "a"); v != int64(1) {
+		t.Fatalf("a's release repeated while b holds the key: %#v", v)
+	}
+	if v := conns[nl].do(t, "GET", "k"); v != "b" {
+		t.Fatalf("the key is %#v, want b's", v)
+	}
+	if v := conns[other].do(t, "SET", "k", "a", "NX", "PX", "30000"); v != nil {
+		t.Fatalf("a's late acquire: %#v, want null", v)
 	}
 }

@@ -69,8 +69,9 @@ type entry struct {
 // that writes a string with the value whose release is the key's newest,
 // or that does anything but delete a key after a ghost read of it (see
 // db.ghostGet): a value that released a lock does not take it back while
-// nobody took it since, and never acts on it after a ghost read. Nothing the command or script did takes effect. The
-// bridge answers it with wire.Released.
+// nobody took it since, and never acts on it after a ghost read. Nothing
+// the command or script did takes effect. The bridge answers it with
+// wire.Released.
 var ErrReleased = errors.New("rediscompat: this value released the key; it cannot write it or act on it again (--redlock-multi-endpoint)")
 
 // db is the keyspace as one command or script sees it. It reads through to
@@ -199,9 +200,9 @@ func (d *db) touch(e *entry) {
 // setString stores s in e as a string with the TTL mode given (ttlKeep:
 // whatever e's TTL is now). Every string write passes here: under
 // --redlock-multi-endpoint, writing the value whose release is the key's
-// newest remembered one stops the command or script with ErrReleased (the commands
-// that have a "not done" reply, SET NX and XX, SETNX and MSETNX, check
-// refusedValue first and answer it instead).
+// newest remembered one stops the command or script with ErrReleased (the
+// commands that have a "not done" reply, SET NX and XX, SETNX and MSETNX,
+// check refusedValue first and answer it instead).
 func (d *db) setString(e *entry, s string, mode ttlMode, ttl time.Duration) {
 	if d.refusedValue(e, s) {
 		d.fail(ErrReleased)

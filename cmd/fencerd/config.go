@@ -70,7 +70,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.DurationVar(&n.MaxWait, "max-wait", n.MaxWait, "longest WAIT an acquire may queue for")
 	f.DurationVar(&b.RequestTimeout, "request-timeout", b.RequestTimeout, "bound on every request (a WAIT gets its wait on top)")
 	f.DurationVar(&n.DefaultLockTTL, "default-lock-ttl", n.DefaultLockTTL, "lease of a lock taken by SETNX, or SET NX without PX/EX (Redis would keep it forever)")
-	f.BoolVar(&b.RedlockMultiEndpoint, "redlock-multi-endpoint", b.RedlockMultiEndpoint, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters; safe only if every lock attempt uses a unique value (see docs/redlock.md)")
+	f.BoolVar(&b.RedlockMultiEndpoint, "redlock-multi-endpoint", b.RedlockMultiEndpoint, "make SET NX, the release and extend scripts idempotent per value, so a Redlock client may be given every node as if they were independent masters (a value that released a key gets null or RELEASED for its writes of it); safe only if every lock attempt uses a unique value (see docs/redlock.md)")
 	f.IntVar(&n.MaxLocks, "max-locks", n.MaxLocks, "most locks held in total; an acquire of a free lock beyond it is refused")
 	f.IntVar(&n.MaxSessions, "max-sessions", n.MaxSessions, "most sessions open at once; an open beyond it is refused")
 	f.IntVar(&n.MaxSessionLocks, "max-session-locks", n.MaxSessionLocks, "most locks one session holds; an acquire beyond it is refused")
