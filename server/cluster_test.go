@@ -126,36 +126,6 @@ func (c *cluster) leader() *Node {
 	return found
 }
 
-// isolate cuts node i off from the others, both ways; heal reconnects it.
-func (c *cluster) isolate(i int) {
-	for j, tr := range c.trans {
-		if j != i {
-			tr.Disconnect(c.trans[i].LocalAddr())
-			c.trans[i].Disconnect(tr.LocalAddr())
-		}
-	}
-}
-
-func (c *cluster) heal(i int) {
-	for j, tr := range c.trans {
-		if j != i {
-			tr.Connect(c.trans[i].LocalAddr(), c.trans[i])
-			c.trans[i].Connect(tr.LocalAddr(), tr)
-		}
-	}
-}
-
-// follower returns an open node that is not n.
-func (c *cluster) follower(n *Node) *Node {
-	for _, m := range c.nodes {
-		if m != nil && m != n {
-			return m
-		}
-	}
-	c.t.Fatal("no other node")
-	return nil
-}
-
 func (c *cluster) index(n *Node) int {
 	for i, m := range c.nodes {
 		if m == n {
