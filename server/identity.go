@@ -75,9 +75,12 @@ func (i *identity) record(id string) {
 	i.recorded = id
 }
 
-// proposeClusterID commits a new cluster ID if the table has none; it is
-// called by a leader once it is ready. Only the first ID committed counts.
-func (n *Node) proposeClusterID() {
+// commitClusterID commits a new cluster ID if the table has none. A new
+// leader calls it after its Barrier and before it is ready, so that the ID
+// is committed before any request this leader serves (and no entry of its
+// own comes between a client's). Only the first ID committed counts. If
+// the commit fails (leadership lost), the next leader tries.
+func (n *Node) commitClusterID() {
 	if n.table.ClusterID() != "" || faultPoint("propose-cluster-id", nil) {
 		// (A test skips it, as a version from before IDs did.)
 		return
@@ -87,8 +90,12 @@ func (n *Node) proposeClusterID() {
 		n.log.Warn("no cluster ID proposed", "err", err)
 		return
 	}
-	n.log.Info("naming the cluster", "cluster_id", id)
-	n.proposeAsync(fsm.Command{Op: fsm.OpClusterID, Key: id})
+	c := fsm.Command{Op: fsm.OpClusterID, Key: id}
+	if err := n.raft.Apply(c.Encode(nil), 0).Error(); err != nil {
+		n.log.Warn("could not commit a cluster ID; the next leader will", "err", err)
+		return
+	}
+	n.log.Info("naming the cluster", "cluster_id", n.table.ClusterID())
 }
 
 // clusterInfo is fencer_cluster_info: always 1 once the node knows its

@@ -41,6 +41,7 @@ func (n *Node) watchLeadership() {
 				n.log.Warn("barrier after election failed", "err", err)
 				continue
 			}
+			n.commitClusterID()
 			if n.grants.becomeReady(term, !faultActive("skip-lease-restart")) {
 				n.log.Info("leader ready", "term", term, "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}
@@ -48,7 +49,6 @@ func (n *Node) watchLeadership() {
 			if n.table.Members()[n.id] != n.cfg.ClientAddr {
 				n.proposeAsync(fsm.Command{Op: fsm.OpMember, Key: n.id, Owner: n.cfg.ClientAddr})
 			}
-			n.proposeClusterID()
 		}
 	}
 }
