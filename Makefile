@@ -65,16 +65,22 @@ lint:
 # apt-get), else say which to install and stop (scripts/deps.sh holds the
 # list); then make test.
 check:
-	GO="$(GO)" scripts/deps.sh
+	GO="$(GO)" scripts/timed.sh deps scripts/deps.sh
 	$(MAKE) test
+
+# TIMED runs a step and prints its time (scripts/timed.sh), for CI's log.
+TIMED = scripts/timed.sh
 
 # test: lint, then every test (unit, in-process, integration) with -race,
 # then the server's fault-point tests, which need -tags fencer_faults, the
 # etcd validator's module, and the Node.js and Python clients' suites.
-test: lint
-	$(GO) test -race -count=1 -timeout 15m ./...
-	$(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
-	$(MAKE) test-fenceetcd test-clients
+test:
+	$(TIMED) lint $(MAKE) lint
+	$(TIMED) go-test $(GO) test -race -count=1 -timeout 15m ./...
+	$(TIMED) fault-points $(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
+	$(TIMED) test-fenceetcd $(MAKE) test-fenceetcd
+	$(TIMED) test-node $(MAKE) test-node
+	$(TIMED) test-python $(MAKE) test-python
 
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:
