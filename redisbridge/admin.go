@@ -35,15 +35,10 @@ func (b *Bridge) leader(r *request) {
 
 // members: FENCE.MEMBERS → one [id, raft-addr, client-addr, role] per member.
 func (b *Bridge) members(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	ms, err := b.locker.Members(ctx)
-	if err != nil {
-		writeErr(r.c, err)
+	ms, ok := b.memberList(ctx, r)
+	if !ok {
 		return
 	}
 	r.c.WriteArray(len(ms))
@@ -146,15 +141,10 @@ const memberVersionWait = time.Second
 // version (what its INFO says, asked at its client address; "" if it did
 // not answer within memberVersionWait). Answered by the node itself.
 func (b *Bridge) cluster(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	ms, err := b.locker.Members(ctx)
-	if err != nil {
-		writeErr(r.c, err)
+	ms, ok := b.memberList(ctx, r)
+	if !ok {
 		return
 	}
 	versions := b.memberVersions(ctx, ms)
@@ -216,4 +206,20 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
+}
+
+// memberList checks that r (FENCE.MEMBERS or FENCE.CLUSTER) has no
+// arguments and returns the members, or answers the error and reports
+// false.
+func (b *Bridge) memberList(ctx context.Context, r *request) ([]server.Member, bool) {
+	if len(r.args) != 1 {
+		wrongArity(r)
+		return nil, false
+	}
+	ms, err := b.locker.Members(ctx)
+	if err != nil {
+		writeErr(r.c, err)
+		return nil, false
+	}
+	return ms, true
 }
