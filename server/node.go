@@ -236,7 +236,11 @@ func (n *Node) startRaft() error {
 				return err
 			}
 		}
-		n.log.Info("no state yet: waiting to be added to a cluster")
+		if cfg.BootstrapExpect > 0 {
+			n.log.Info("no state yet: forming a cluster of the expected servers, or joining one that formed", "bootstrap_expect", cfg.BootstrapExpect)
+		} else {
+			n.log.Info("no state yet: waiting to be added to a cluster")
+		}
 	default:
 		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {

@@ -60,6 +60,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.StringVar(&c.listen, "listen", c.listen, "RESP address for clients")
 	f.StringVar(&n.ClientAddr, "advertise", n.ClientAddr, "client address other nodes and clients use for this node (default: --listen)")
 	f.StringSliceVar(&c.join, "join", c.join, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
+	f.IntVar(&n.BootstrapExpect, "bootstrap-expect", n.BootstrapExpect, "form a new cluster of this many servers, started alike with the same --join list of all of them: each without state waits until it reaches all of them, then they bootstrap together; a server that finds a cluster formed joins it (see docs/operations.md)")
 	f.StringVar(&n.RaftAddr, "raft-listen", n.RaftAddr, "Raft address (default: the --listen host, port + 1)")
 	f.BoolVar(&c.pprof, "pprof", c.pprof, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (for performance work; keep that port private)")
 	f.StringVar(&c.httpListen, "http-listen", c.httpListen, `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
@@ -115,6 +116,9 @@ func (c *config) derive(logger *slog.Logger) (*certStore, error) {
 	if c.restore != "" && c.node.Join {
 		return nil, errors.New("--restore starts a new cluster: it cannot be combined with --join")
 	}
+	if c.node.BootstrapExpect > 0 && !c.node.Join {
+		return nil, errors.New("--bootstrap-expect needs --join: the client addresses of all the servers expected")
+	}
 	if c.node.RaftAddr == "" {
 		a, err := addrBeside(c.listen, 1, "--raft-listen")
 		if err != nil {
@@ -161,7 +165,7 @@ func (c *config) derive(logger *slog.Logger) (*certStore, error) {
 // flagOf names the flag that sets each config field a *server.ConfigError
 // can name (of server.Config, redisbridge.Config, or fencerd's own checks).
 var flagOf = map[string]string{
-	"ID": "--id", "DataDir": "--data-dir", "ClientAddr": "--advertise",
+	"ID": "--id", "BootstrapExpect": "--bootstrap-expect", "DataDir": "--data-dir", "ClientAddr": "--advertise",
 	"RaftAddr": "--raft-listen", "RaftAdvertise": "--raft-advertise",
 	"MinTTL": "--min-ttl", "MaxTTL": "--max-ttl", "MaxWait": "--max-wait",
 	"MaxLocks": "--max-locks", "MaxSessions": "--max-sessions", "MaxSessionLocks": "--max-session-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",

@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Clusters that form themselves (--bootstrap-expect; docs/operations.md,
+// "Forming a cluster"): real fencerd processes, every one started alike.
+
+// formRunsEnv sets how many formations TestBootstrapExpectForms runs (5
+// by default, as make check runs it).
+const formRunsEnv = "FENCER_FORM_RUNS"
+
+// unresolvable is a --join name that never resolves (RFC 2606's .invalid),
+// in every list: a name that does not resolve yet must not stop formation.
+const unresolvable = "fencer-not-yet.invalid:7379"
+
+// formingDaemons returns n fencerds, not started, each with
+// --bootstrap-expect expect and --join naming all n (and unresolvable);
+// ids, if given, are their --id.
+func formingDaemons(t *testing.T, n, expect int, ids ...string) ([]*daemon, string) {
+	t.Helper()
+	ds := newDaemons(t, n)
+	addrs := []string{unresolvable}
+	for _, d := range ds {
+		addrs = append(addrs, d.addr)
+	}
+	join := strings.Join(addrs, ",")
+	for i, d := range ds {
+		d.args = append(d.args, "--bootstrap-expect", strconv.Itoa(expect), "--join", join)
+		if i < len(ids) {
+			d.args = append(d.args, "--id", ids[i])
+		}
+	}
+	return ds, join
+}
+
+// startScattered starts ds in a random order, each after a random delay of
+// up to maxDelay from the one before, without waiting for any to answer,
+// then waits until each answers PING. It returns the node numbers (from 1)
+// in the order they started.
+func startScattered(t *testing.T, rng *rand.Rand, ds []*daemon, maxDelay time.Duration) []int {
+	t.Helper()
+	order := rng.Perm(len(ds))
+	for i := range order {
+		order[i]++ // node numbers, as the log names them
+	}
+	for _, n := range order {
+		i := n - 1
+		time.Sleep(time.Duration(rng.Int64N(int64(maxDelay))))
+		ds[i].ready = func(*daemon) error { return nil }
+		ds[i].start(t)
+		ds[i].ready = nil
+	}
+	for _, d := range ds {
+		d.waitPing(t, d.proc)
+	}
+	return order
+}
+
+// formed waits until the nodes of c in ask list exactly want as members
+// with one leader, agree on one cluster ID, and grant a lock with a token
+// above zero; it returns the cluster ID and the token.
+func (c *nodeCluster) formed(t *testing.T, ask, want []int) (string, int64) {
+	t.Helper()
+	c.awaitMembers(t, ask, want, clusterReadyTimeout)
+	var addrs []string
+	for _, i := range ask {
+		addrs = append(addrs, c.nodes[i].addr)
+	}
+	id := awaitClusterID(t, addrs...)
+	g := c.mustGrant(t, ask[0], clusterRetryWithin, "formed-"+strconv.FormatInt(time.Now().UnixNano(), 36), "o", time.Minute)
+	if g.token <= 0 {
+		t.Fatalf("first token %d, want > 0", g.token)
+	}
+	return id, g.token
+}
+
+// Three nodes started together, in a random order with random delays, all
+// with --bootstrap-expect 3 and the same --join list, form exactly one
+// cluster: three members, one leader, one cluster ID, a first token above
+// zero. FENCER_FORM_RUNS sets the number of runs.
+func TestBootstrapExpectForms(t *testing.T) {
+	runs := 5
+	if s := os.Getenv(formRunsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", formRunsEnv, s)
+		}
+		runs = n
+	}
+	for r := range runs {
+		t.Run(fmt.Sprintf("run%d", r+1), func(t *testing.T) {
+			seed := uint64(time.Now().UnixNano())
+			rng := rand.New(rand.NewPCG(seed, uint64(r)))
+			ds, _ := formingDaemons(t, 3, 3)
+			start := time.Now()
+			order := startScattered(t, rng, ds, 800*time.Millisecond)
+			c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+			id, token := c.formed(t, c.all(), c.all())
+			t.Logf("seed %d: started in order %v; one cluster %s of 3 with leader node %d in %v; first token %d",
+				seed, order, id, c.leader(t)+1, time.Since(start).Round(time.Millisecond), token)
+		})
+	}
+}
+
+// After formation: a fourth node started alike joins the cluster; a member
+// restarted with an empty data directory (the same --id) is refused, never
+// bootstraps, and rejoins once removed (the documented procedure); all
+// four stopped and started again with their data are the same cluster.
+func TestBootstrapExpectLifecycle(t *testing.T) {
+	ds, join := formingDaemons(t, 3, 3, "n1", "n2", "n3")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	startScattered(t, rng, ds, 300*time.Millisecond)
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	id, _ := c.formed(t, c.all(), c.all())
+	t.Logf("formed cluster %s", id)
+
+	// A fourth node, started as the first three were.
+	fourth := newDaemons(t, 1)[0]
+	fourth.args = append(fourth.args, "--bootstrap-expect", "3", "--join", join, "--id", "n4")
+	fourth.start(t)
+	c.nodes, c.ids = append(c.nodes, fourth), append(c.ids, "")
+	if got, _ := c.formed(t, c.all(), c.all()); got != id {
+		t.Fatalf("the fourth node is in cluster %s, want %s", got, id)
+	}
+	t.Logf("the fourth node joined cluster %s", id)
+
+	// A member's data lost: refused, not bootstrapped.
+	const lost = 2
+	c.nodes[lost].terminate(t)
+	if err := os.RemoveAll(c.nodes[lost].dataDir); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[lost].ready = func(*daemon) error { return nil }
+	c.nodes[lost].start(t)
+	select {
+	case <-c.nodes[lost].proc.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a member restarted with an empty data directory kept running")
+	}
+	if log := c.nodes[lost].log(t); c.nodes[lost].proc.state.ExitCode() == 0 || !strings.Contains(log, "FENCE.REMOVE n3") {
+		t.Fatalf("node 3 with an empty data directory: exit %d, log %s; want a refusal", c.nodes[lost].proc.state.ExitCode(), log)
+	} else {
+		t.Logf("node 3 with an empty data directory refused to start: %s", lastLine(log))
+	}
+	others := c.others(lost)
+	c.remove(t, others[0], lost)
+	c.awaitMembers(t, others, others, clusterReadyTimeout)
+	c.nodes[lost].ready = nil
+	c.nodes[lost].start(t)
+	if got, _ := c.formed(t, c.all(), c.all()); got != id {
+		t.Fatalf("node 3 rejoined cluster %s, want %s", got, id)
+	}
+	t.Logf("node 3, removed, rejoined cluster %s with an empty data directory", id)
+
+	// All stopped, then started again (in a random order) with their data.
+	last := c.mustGrant(t, 0, clusterRetryWithin, "before-restart", "o", time.Minute)
+	for _, d := range c.nodes {
+		d.terminate(t)
+	}
+	startScattered(t, rng, c.nodes, 300*time.Millisecond)
+	again, token := c.formed(t, c.all(), c.all())
+	if again != id {
+		t.Fatalf("after a full restart the cluster is %s, was %s", again, id)
+	}
+	if token <= last.token {
+		t.Fatalf("after a full restart token %d, not above %d", token, last.token)
+	}
+	t.Logf("all four restarted: cluster %s, token %d after %d", again, token, last.token)
+}
