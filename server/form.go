@@ -35,12 +35,6 @@ import (
 // A node never bootstraps with fewer than N servers, nor once any server
 // it reaches has a configuration.
 
-// ErrLostMember means a node without Raft state is named, with a recorded
-// client address, in the configuration of a cluster that formed: it ran as
-// a member and its state was lost. Letting Raft pull it in would let it
-// vote with an empty log.
-var ErrLostMember = errors.New("server: a member of the cluster without its state")
-
 // FormingReport is what a server says of itself to formation.
 type FormingReport struct {
 	ID       string
