@@ -15,7 +15,9 @@ func TestDecideFormation(t *testing.T) {
 		r.ClusterID, r.Members = cluster, members
 		return r
 	}
-	m := func(id, client string) FormingMember { return FormingMember{ID: id, RaftAddr: id + ":1", ClientAddr: client} }
+	m := func(id, client string) FormingMember {
+		return FormingMember{ID: id, RaftAddr: id + ":1", ClientAddr: client}
+	}
 	self := fresh("b")
 	tests := []struct {
 		name    string
