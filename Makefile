@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd release release-check install
+.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd release release-check install image
 
 all: build
 
@@ -34,6 +34,14 @@ release:
 # checksums match. Not part of make check: it builds everything twice.
 release-check:
 	GO="$(GO)" scripts/release.sh --check
+
+# image: the container image (Containerfile, FROM scratch) from a release
+# archive of the machine's own linux target, with podman, or docker where
+# its engine answers; tagged fencer:VERSION unless IMAGE_TAG is set. See
+# scripts/image.sh. The engine keeps its layers outside the checkout.
+IMAGE_TAG ?=
+image:
+	GO="$(GO)" scripts/image.sh $(IMAGE_TAG)
 
 # install: the binaries, static as a release's (bin/static), into
 # DESTDIR/PREFIX/bin, the systemd unit of
