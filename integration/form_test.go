@@ -175,3 +175,25 @@ func TestBootstrapExpectLifecycle(t *testing.T) {
 	}
 	t.Logf("all four restarted: cluster %s, token %d after %d", again, token, last.token)
 }
+
+// A node that restarts mid-formation (killed after it reached one other,
+// before the third started) is the same server again: one cluster forms
+// once the third starts.
+func TestBootstrapExpectRestartMidFormation(t *testing.T) {
+	ds, _ := formingDaemons(t, 3, 3)
+	ds[0].start(t)
+	ds[1].start(t)
+	deadline := time.Now().Add(clusterReadyTimeout)
+	for !strings.Contains(ds[0].log(t), "2 of 3 servers reached") {
+		if time.Now().After(deadline) {
+			t.Fatalf("node 1 did not reach node 2: %s", ds[0].log(t))
+		}
+		time.Sleep(clusterPollEvery)
+	}
+	ds[0].kill9(t)
+	ds[0].restart(t)
+	ds[2].start(t)
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	id, token := c.formed(t, c.all(), c.all())
+	t.Logf("node 1 killed and restarted mid-formation; one cluster %s, first token %d", id, token)
+}

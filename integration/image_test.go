@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,7 +169,7 @@ func TestImageCluster(t *testing.T) {
 	})
 	// Every container is started alike, in a random order; the same
 	// command line a pod of the chart would run.
-	for _, i := range []int{2, 0, 1} {
+	for _, i := range mathrand.Perm(n) {
 		ip := prefix + strconv.Itoa(11+i)
 		args := append([]string{"run", "-d", "--name", containers[i], "--network", name, "--ip", ip, "-v", containers[i] + ":/data"}, e.runFlags...)
 		args = append(args, image, "--id", fmt.Sprintf("n%d", i+1), "--advertise", ip+":7379", "--raft-advertise", ip+":7380",
