@@ -3,7 +3,9 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,4 +198,34 @@ func TestBootstrapExpectRestartMidFormation(t *testing.T) {
 	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
 	id, token := c.formed(t, c.all(), c.all())
 	t.Logf("node 1 killed and restarted mid-formation; one cluster %s, first token %d", id, token)
+}
+
+// Servers that advertise their Raft address as a name (as a Kubernetes
+// pod's stable DNS name) form a cluster whose configuration holds the
+// names, resolved at every dial.
+func TestBootstrapExpectRaftNames(t *testing.T) {
+	ds, _ := formingDaemons(t, 3, 3)
+	for _, d := range ds {
+		raftListen := d.args[slices.Index(d.args, "--raft-listen")+1]
+		_, port, _ := net.SplitHostPort(raftListen)
+		d.args = append(d.args, "--raft-advertise", net.JoinHostPort("localhost", port))
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	startScattered(t, rng, ds, 300*time.Millisecond)
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	id, _ := c.formed(t, c.all(), c.all())
+	v, err := clusterCall(ds[0].addr, requestTimeout, "FENCE.MEMBERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := parseClusterMembers(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if !strings.HasPrefix(m.raftAddr, "localhost:") {
+			t.Fatalf("member %s has Raft address %q, want the name it advertised", m.id, m.raftAddr)
+		}
+	}
+	t.Logf("cluster %s formed with Raft addresses by name: %+v", id, ms)
 }

@@ -26,6 +26,9 @@ type Config struct {
 	// RaftAddr is the address the Raft transport listens on.
 	RaftAddr string
 	// RaftAdvertise is the address other nodes dial; empty means RaftAddr.
+	// A host name is kept as a name in the configuration and resolved at
+	// every dial (stream.go), so a node that comes back at another IP is
+	// still reached.
 	// It must not be an unspecified address such as 0.0.0.0.
 	RaftAdvertise string
 	// ClientAddr is the RESP address clients and other nodes use to reach

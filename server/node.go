@@ -188,22 +188,33 @@ func (n *Node) startRaft() error {
 		n.trans = cfg.Transport
 	} else {
 		// Without RaftAdvertise the listener's own address is advertised,
-		// so port 0 works (tests).
+		// so port 0 works (tests); a name is advertised as it is, never
+		// resolved once for good (stream.go).
 		var advAddr net.Addr
-		if cfg.RaftAdvertise != "" {
+		name, isName := advertisedName(cfg.RaftAdvertise)
+		if isName {
+			advAddr = name
+		} else if cfg.RaftAdvertise != "" {
 			a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 			if err != nil {
 				return fmt.Errorf("server: raft advertise address: %w", err)
 			}
 			advAddr = a
 		}
-		if cfg.RaftTLS != nil {
+		switch {
+		case cfg.RaftTLS != nil:
 			stream, err := newTLSStream(cfg.RaftAddr, advAddr, cfg.RaftTLS)
 			if err != nil {
 				return fmt.Errorf("server: raft transport: %w", err)
 			}
 			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
-		} else {
+		case isName:
+			stream, err := newTCPStream(cfg.RaftAddr, advAddr)
+			if err != nil {
+				return fmt.Errorf("server: raft transport: %w", err)
+			}
+			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
+		default:
 			trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
 			if err != nil {
 				return fmt.Errorf("server: raft transport: %w", err)

@@ -65,7 +65,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.BoolVar(&c.pprof, "pprof", c.pprof, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (for performance work; keep that port private)")
 	f.StringVar(&c.httpListen, "http-listen", c.httpListen, `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
 	f.StringVar(&c.restore, "restore", c.restore, "seed a new one-node cluster from a file written by 'fencer snapshot save' (needs an empty --data-dir; see docs/operations.md)")
-	f.StringVar(&n.RaftAdvertise, "raft-advertise", n.RaftAdvertise, "Raft address other nodes dial (default: --raft-listen)")
+	f.StringVar(&n.RaftAdvertise, "raft-advertise", n.RaftAdvertise, "Raft address other nodes dial (default: --raft-listen); a host name is kept as a name in the cluster's configuration and resolved at every dial")
 	f.DurationVar(&n.MinTTL, "min-ttl", n.MinTTL, "shortest TTL of a native lease (FENCE.* acquires and extends) or a session a client may ask for, and of --default-lock-ttl; not the TTL of a Redis command (SET PX, PEXPIRE keep Redis's range: see docs/redlock.md)")
 	f.DurationVar(&n.MaxTTL, "max-ttl", n.MaxTTL, "longest TTL of a native lease (FENCE.* acquires and extends) or a session a client may ask for, and of --default-lock-ttl; not the TTL of a Redis command (SET PX, PEXPIRE keep Redis's range: see docs/redlock.md)")
 	f.DurationVar(&n.MaxWait, "max-wait", n.MaxWait, "longest WAIT an acquire may queue for")
