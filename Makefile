@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd release release-check install image
+.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-helm release release-check install image
 
 all: build
 
@@ -68,6 +68,7 @@ lint:
 	$(GO) vet ./... ./integration/testdata/sessionchild
 	$(STATICCHECK) ./... ./integration/testdata/sessionchild
 	cd fence/fenceetcd && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd deploy/helm/check && $(GO) vet ./...
 
 # check: install the Debian packages the tests need when it can (root with
 # apt-get), else say which to install and stop (scripts/deps.sh holds the
@@ -82,11 +83,19 @@ check:
 test: lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
-	$(MAKE) test-fenceetcd test-clients
+	$(MAKE) test-fenceetcd test-helm test-clients
 
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:
 	cd fence/fenceetcd && $(GO) test -race -count=1 -timeout 5m ./...
+
+# test-helm: the Helm chart (deploy/helm/fencer) rendered with helm's Go
+# packages under several value sets, linted, and every object decoded
+# strictly into the Kubernetes API types (deploy/helm/check, a module of
+# its own so that the main one takes no Kubernetes dependency). No helm
+# binary and no Kubernetes cluster.
+test-helm:
+	cd deploy/helm/check && $(GO) test -count=1 -timeout 5m ./...
 
 # test-clients: the Node.js and Python clients' suites against real fencerd
 # processes (built here), Redis and PostgreSQL. test-node installs the
