@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fencerlock/fencer/redisbridge"
 	"github.com/fencerlock/fencer/server"
@@ -38,12 +39,15 @@ type tlsFlags struct {
 	cert, key, ca string
 	authClients   bool // --tls-auth-clients
 	raft          bool // --raft-tls
+	// reloadEvery is --tls-reload-interval: how often the files are
+	// looked at for changes (reload.go).
+	reloadEvery time.Duration
 }
 
 // defaultConfig is fencerd without flags.
 func defaultConfig() *config {
 	c := &config{node: server.DefaultConfig(), bridge: redisbridge.DefaultConfig(),
-		logLevel: "info", logFormat: "text", protected: true, tls: tlsFlags{authClients: true}}
+		logLevel: "info", logFormat: "text", protected: true, tls: tlsFlags{authClients: true, reloadEvery: 30 * time.Second}}
 	// fencerd listens where a default node is reached and, unless told
 	// otherwise, advertises what it bound and derives the Raft address
 	// from --listen (addrBeside).
@@ -95,6 +99,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.StringVar(&c.tls.key, "tls-key-file", c.tls.key, "private key of --tls-cert-file (PEM)")
 	f.StringVar(&c.tls.ca, "tls-ca-cert-file", c.tls.ca, "CA certificates (PEM) that client and node certificates are verified against (default: the system's, for dialing other nodes)")
 	f.BoolVar(&c.tls.authClients, "tls-auth-clients", c.tls.authClients, "with --tls-ca-cert-file, require a client certificate signed by it")
+	f.DurationVar(&c.tls.reloadEvery, "tls-reload-interval", c.tls.reloadEvery, "how often the --tls-* files are looked at, and reloaded when their contents changed (a Kubernetes Secret updated in place); 0: only on SIGHUP")
 	f.BoolVar(&c.tls.raft, "raft-tls", c.tls.raft, "run Raft over mutual TLS with --tls-cert-file, verified against --tls-ca-cert-file (needs both)")
 	f.Uint64Var(&n.SnapshotThreshold, "snapshot-threshold", n.SnapshotThreshold, "Raft log entries, or commands applied (an entry may hold a batch), between snapshots")
 	f.DurationVar(&n.SnapshotInterval, "snapshot-interval", n.SnapshotInterval, "how often Raft and the node check whether to snapshot")

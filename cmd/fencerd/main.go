@@ -86,6 +86,7 @@ func run(ctx context.Context, c *config) error {
 	var cl cleanup
 	defer cl.run()
 	ctx = handleSignals(ctx, certs, logger, &cl)
+	cl.push(watchCertFiles(certs, c.tls.reloadEvery, logger))
 	ln, httpLn, err := listen(c, logger, &cl)
 	if err != nil {
 		return err
