@@ -144,15 +144,26 @@ func TestImageCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = e.cmd("network", "rm", "-f", name) })
 
+	// The pods' command line of the Helm chart (deploy/helm/fencer): every
+	// node by a stable name, here resolved through each container's
+	// /etc/hosts (the test dials the names' addresses: testHosts).
 	const n = 3
-	var addrs []string
+	names, ips, addrs := make([]string, n), make([]string, n), make([]string, n)
 	for i := range n {
-		addrs = append(addrs, prefix+strconv.Itoa(11+i)+":7379")
+		names[i] = fmt.Sprintf("fencer-%d.fencer-peers.%s.svc", i, name)
+		ips[i] = prefix + strconv.Itoa(11+i)
+		addrs[i] = names[i] + ":7379"
+		testHosts.Store(names[i], ips[i])
 	}
+	t.Cleanup(func() {
+		for _, h := range names {
+			testHosts.Delete(h)
+		}
+	})
 	containers := make([]string, n)
 	c := &nodeCluster{ids: make([]string, n)}
 	for i := range n {
-		containers[i] = fmt.Sprintf("%s-n%d", name, i+1)
+		containers[i] = fmt.Sprintf("%s-%d", name, i)
 		vol := containers[i]
 		e.must(t, "volume", "create", vol)
 		t.Cleanup(func() { _, _ = e.cmd("volume", "rm", "-f", vol) })
@@ -167,18 +178,42 @@ func TestImageCluster(t *testing.T) {
 			_, _ = e.cmd("rm", "-f", "-t", "0", ct)
 		}
 	})
-	// Every container is started alike, in a random order; the same
-	// command line a pod of the chart would run.
+	var hosts []string
+	for i := range n {
+		hosts = append(hosts, "--add-host", names[i]+":"+ips[i])
+	}
 	for _, i := range mathrand.Perm(n) {
-		ip := prefix + strconv.Itoa(11+i)
-		args := append([]string{"run", "-d", "--name", containers[i], "--network", name, "--ip", ip, "-v", containers[i] + ":/data"}, e.runFlags...)
-		args = append(args, image, "--id", fmt.Sprintf("n%d", i+1), "--advertise", ip+":7379", "--raft-advertise", ip+":7380",
-			"--bootstrap-expect", "3", "--join", strings.Join(addrs, ","), "--protected-mode=false")
+		args := append([]string{"run", "-d", "--name", containers[i], "--network", name, "--ip", ips[i], "-v", containers[i] + ":/data"}, hosts...)
+		args = append(append(args, e.runFlags...), image,
+			fmt.Sprintf("--id=fencer-%d", i),
+			"--data-dir=/data",
+			"--listen=0.0.0.0:7379",
+			"--raft-listen=0.0.0.0:7380",
+			"--http-listen=0.0.0.0:7381",
+			"--advertise="+names[i]+":7379",
+			"--raft-advertise="+names[i]+":7380",
+			"--bootstrap-expect=3",
+			"--join="+strings.Join(addrs, ","),
+			"--protected-mode=false")
 		e.must(t, args...)
 	}
 	id, first := c.formed(t, c.all(), c.all())
 	leader := c.agreedLeader(t, c.all(), clusterReadyTimeout)
-	t.Logf("3 containers formed cluster %s in %v; leader n%d; first token %d", id, time.Since(start).Round(time.Millisecond), leader+1, first)
+	t.Logf("3 containers formed cluster %s in %v; leader fencer-%d; first token %d", id, time.Since(start).Round(time.Millisecond), leader, first)
+
+	v, err := clusterCall(addrs[0], requestTimeout, "FENCE.MEMBERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := parseClusterMembers(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if i := c.indexOf(m.id); i < 0 || m.raftAddr != names[i]+":7380" {
+			t.Fatalf("member %+v: want the Raft address by name", m)
+		}
+	}
 
 	held := c.mustGrant(t, leader, clusterRetryWithin, "survives", "o", 5*time.Minute)
 	killed := time.Now()
@@ -192,12 +227,12 @@ func TestImageCluster(t *testing.T) {
 	if after.token <= held.token {
 		t.Fatalf("token %d after the kill, not above %d", after.token, held.token)
 	}
-	t.Logf("killed n%d (leader); n%d leads; the lock kept token %d; the next grant got %d", leader+1, next+1, held.token, after.token)
+	t.Logf("killed fencer-%d (leader); fencer-%d leads; the lock kept token %d; the next grant got %d", leader, next, held.token, after.token)
 
 	e.must(t, "start", containers[leader])
 	if again, token := c.formed(t, c.all(), c.all()); again != id || token <= after.token {
-		t.Fatalf("after n%d restarted: cluster %s token %d, want cluster %s and a token above %d", leader+1, again, token, id, after.token)
+		t.Fatalf("after fencer-%d restarted: cluster %s token %d, want cluster %s and a token above %d", leader, again, token, id, after.token)
 	} else {
-		t.Logf("n%d restarted on its volume and rejoined cluster %s; token %d", leader+1, id, token)
+		t.Logf("fencer-%d restarted on its volume and rejoined cluster %s; token %d", leader, id, token)
 	}
 }
