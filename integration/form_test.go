@@ -1,15 +1,20 @@
 package integration
 
 import (
+	"bufio"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/testca"
 )
 
 // Clusters that form themselves (--bootstrap-expect; docs/operations.md,
@@ -228,4 +233,86 @@ func TestBootstrapExpectRaftNames(t *testing.T) {
 		}
 	}
 	t.Logf("cluster %s formed with Raft addresses by name: %+v", id, ms)
+}
+
+// tlsCall sends one command to addr over TLS and returns the reply.
+func tlsCall(addr string, cfg *tls.Config, args ...string) (any, error) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return clusterRoundTrip(c, bufio.NewReader(c), requestTimeout, args...)
+}
+
+// Formation over TLS, with Raft over mutual TLS to addresses given as
+// names (the Helm chart with tls.secret): FENCE.FORMING is asked over TLS,
+// Raft dials the names and verifies them against the certificate.
+func TestBootstrapExpectTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testca.New(t, "CA")
+	files := secTLSFiles{cert: filepath.Join(dir, "node.pem"), key: filepath.Join(dir, "node-key.pem"), ca: filepath.Join(dir, "ca.pem")}
+	files.install(t, ca)
+	cfg := secTLSConfig(t, ca)
+	ds, _ := formingDaemons(t, 3, 3)
+	for _, d := range ds {
+		_, port, _ := net.SplitHostPort(d.args[slices.Index(d.args, "--raft-listen")+1])
+		d.args = append(d.args, "--raft-advertise", net.JoinHostPort("localhost", port),
+			"--tls-cert-file", files.cert, "--tls-key-file", files.key, "--tls-ca-cert-file", files.ca, "--raft-tls")
+		d.ready = func(d *daemon) error { return secTLSPing(d.addr, cfg) }
+	}
+	for _, i := range rand.Perm(len(ds)) {
+		ds[i].start(t)
+	}
+	deadline := time.Now().Add(clusterReadyTimeout)
+	var last string
+	for {
+		ids := map[string]bool{}
+		ok := true
+		for i, d := range ds {
+			v, err := tlsCall(d.addr, cfg, "FENCE.CLUSTER")
+			m, _ := v.([]any)
+			if err != nil || len(m) != 6 || m[1] == "" || m[3] == "" {
+				ok, last = false, fmt.Sprintf("node %d: FENCE.CLUSTER %#v %v", i+1, v, err)
+				break
+			}
+			members, _ := m[5].([]any)
+			for _, row := range members {
+				f, _ := row.([]any)
+				if len(f) < 4 || !strings.HasPrefix(fmt.Sprint(f[3]), "localhost:") {
+					ok, last = false, fmt.Sprintf("node %d: member %#v, want a Raft address by name", i+1, row)
+				}
+			}
+			if len(members) != 3 {
+				ok, last = false, fmt.Sprintf("node %d: %d members", i+1, len(members))
+			}
+			ids[fmt.Sprint(m[1])] = true
+		}
+		if ok && len(ids) == 1 {
+			break
+		}
+		if ok {
+			last = fmt.Sprintf("cluster IDs %v", ids)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no single cluster over TLS within %v: %s", clusterReadyTimeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var token int64
+	for start := time.Now(); ; {
+		v, err := tlsCall(ds[0].addr, cfg, "FENCE.ACQUIRE", "tls-formed", "o", "60000")
+		if a, _ := v.([]any); err == nil && len(a) >= 1 {
+			token, _ = a[0].(int64)
+			break
+		}
+		if time.Since(start) > clusterRetryWithin {
+			t.Fatalf("FENCE.ACQUIRE over TLS: %#v %v", v, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if token <= 0 {
+		t.Fatalf("first token %d over TLS", token)
+	}
+	t.Logf("3 nodes formed one cluster over TLS with Raft by name; first token %d", token)
 }
