@@ -316,3 +316,55 @@ func TestBootstrapExpectTLS(t *testing.T) {
 	}
 	t.Logf("3 nodes formed one cluster over TLS with Raft by name; first token %d", token)
 }
+
+// A member that lost its state, started under its ID while no member
+// answers it (its --join list names only a server that is down), does not
+// vote with its empty log: a restarted member that needs its vote gets no
+// leader. Once a member answers it, it is refused, even though a leader's
+// entries reached its Raft in the meantime.
+func TestBootstrapExpectLostMemberDoesNotVote(t *testing.T) {
+	ds, _ := formingDaemons(t, 3, 3, "n1", "n2", "n3")
+	for _, d := range ds {
+		d.start(t)
+	}
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	id, _ := c.formed(t, c.all(), c.all())
+	for _, d := range ds {
+		d.terminate(t)
+	}
+	// n3 loses its state and comes back asking only n2, which is down.
+	lost := ds[2]
+	if err := os.RemoveAll(lost.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(lost.args, "--join")
+	lost.args[i+1] = ds[1].addr
+	lost.start(t)
+	ds[0].start(t)
+	// n1 needs one vote of n2 and n3; n3 must not give it.
+	until := time.Now().Add(6 * time.Second)
+	for time.Now().Before(until) {
+		v, err := clusterCall(ds[0].addr, requestTimeout, "FENCE.LEADER")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != nil {
+			t.Fatalf("n1 found a leader %v with only n3, which lost its state, to vote for it", v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(ds[0].log(t), "not voting until formation has checked this node") {
+		t.Fatalf("n1's log shows no vote refused by n3: %s", ds[0].log(t))
+	}
+	ds[1].start(t)
+	select {
+	case <-lost.proc.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("n3, which lost its state, kept running once n2 answered: %s", lost.log(t))
+	}
+	if log := lost.log(t); lost.proc.state.ExitCode() == 0 || !strings.Contains(log, "FENCE.REMOVE n3") {
+		t.Fatalf("n3: exit %d, log %s; want a refusal", lost.proc.state.ExitCode(), log)
+	}
+	c.awaitMembers(t, []int{0, 1}, c.all(), clusterReadyTimeout)
+	t.Logf("n3 without its state gave no vote for 6 s and was refused once n2 answered; n1 and n2 lead cluster %s", id)
+}

@@ -25,7 +25,8 @@ type former interface {
 
 // forming: FENCE.FORMING → a map of this node's own state, answered by the
 // node itself, with or without a leader: id, raft_addr, expect (its
-// --bootstrap-expect, 0 if none), cluster_id ("" before it applied one) and
+// --bootstrap-expect, 0 if none), cluster_id ("" before it applied one),
+// replayed (1 once it applied the log it restarted with, else 0) and
 // members, its Raft configuration (empty before it has one), one
 // [id, raft-addr, client-addr] per server (client-addr "" until recorded).
 func (b *Bridge) forming(r *request) {
@@ -39,7 +40,7 @@ func (b *Bridge) forming(r *request) {
 		return
 	}
 	rep := f.FormingReport()
-	r.mapHeader(5)
+	r.mapHeader(6)
 	r.c.WriteBulkString("id")
 	r.c.WriteBulkString(rep.ID)
 	r.c.WriteBulkString("raft_addr")
@@ -48,6 +49,12 @@ func (b *Bridge) forming(r *request) {
 	r.c.WriteInt(rep.Expect)
 	r.c.WriteBulkString("cluster_id")
 	r.c.WriteBulkString(rep.ClusterID)
+	r.c.WriteBulkString("replayed")
+	if rep.Replayed {
+		r.c.WriteInt(1)
+	} else {
+		r.c.WriteInt(0)
+	}
 	r.c.WriteBulkString("members")
 	r.c.WriteArray(len(rep.Members))
 	for _, m := range rep.Members {
@@ -115,6 +122,8 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 			r.RaftAddr = val.Str
 		case "cluster_id":
 			r.ClusterID = val.Str
+		case "replayed":
+			r.Replayed = val.Kind == resp.Integer && val.Int == 1
 		case "expect":
 			n, err := strconv.Atoi(val.Str)
 			if val.Kind == resp.Integer {

@@ -45,6 +45,10 @@ type FormingReport struct {
 	ClusterID string
 	// Members is its latest Raft configuration, empty before it has one.
 	Members []FormingMember
+	// Replayed reports that the server has applied the log it restarted
+	// with: until then its cluster ID and recorded addresses may be
+	// missing, and formation does not count its report.
+	Replayed bool
 }
 
 // FormingMember is a server of a configuration and the client address the
@@ -71,6 +75,10 @@ const (
 // FormDecision is DecideFormation's answer.
 type FormDecision struct {
 	Step FormStep
+	// Vote reports that the node never ran as a member of the clusters it
+	// reached, so it may vote (Node.AllowVotes): it bootstraps, joins, is
+	// named in a configuration without a recorded address, or has one.
+	Vote bool
 	// Servers is the configuration to bootstrap with (FormBootstrap).
 	Servers []FormingReport
 	// Why says what the decision rests on, for the log.
@@ -83,12 +91,9 @@ type FormDecision struct {
 // self.Expect servers, from the reports of the servers it reached (self may
 // be among them; a node is known by its ID). It is a pure function.
 func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
-	if len(self.Members) > 0 {
-		return FormDecision{Step: FormDone, Why: "this node has a Raft configuration"}
-	}
 	peers := map[string]FormingReport{}
 	for _, r := range reports {
-		if r.ID != "" && r.ID != self.ID {
+		if r.ID != "" && r.ID != self.ID && r.Replayed {
 			peers[r.ID] = r
 		}
 	}
@@ -97,6 +102,24 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	// A recorded address was recorded by an earlier run of this node (a
+	// node started without state records its own only when formation
+	// ends): it ran as a member and lost its state, whether or not a
+	// leader has reached it since.
+	for _, id := range ids {
+		r := peers[id]
+		if r.ClusterID == "" {
+			continue
+		}
+		for _, m := range r.Members {
+			if m.ID == self.ID && m.ClientAddr != "" {
+				return FormDecision{Step: FormWait, Err: fmt.Errorf("%w: %q is a member of cluster %s (as %s says), with a recorded client address, and this data directory has no Raft state (its state was lost?): remove it first (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, id, self.ID)}
+			}
+		}
+	}
+	if len(self.Members) > 0 {
+		return FormDecision{Step: FormDone, Vote: true, Why: "this node has a Raft configuration"}
+	}
 	configured := ""
 	for _, id := range ids {
 		r := peers[id]
@@ -107,18 +130,18 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 			continue
 		}
 		for _, m := range r.Members {
-			if m.ID != self.ID {
-				continue
+			if m.ID == self.ID {
+				return FormDecision{Step: FormWait, Vote: true, Why: fmt.Sprintf("named in the configuration of cluster %s (as %s says): waiting for its leader", r.ClusterID, id)}
 			}
-			if m.ClientAddr != "" {
-				return FormDecision{Step: FormWait, Err: fmt.Errorf("%w: %q is a member of cluster %s (as %s says), with a recorded client address, and this data directory has no Raft state (its state was lost?): remove it first (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, id, self.ID)}
-			}
-			return FormDecision{Step: FormWait, Why: fmt.Sprintf("named in the configuration of cluster %s (as %s says): waiting for its leader", r.ClusterID, id)}
 		}
-		return FormDecision{Step: FormJoin, Why: fmt.Sprintf("%s belongs to cluster %s, which does not name this node", id, r.ClusterID)}
+		return FormDecision{Step: FormJoin, Vote: true, Why: fmt.Sprintf("%s belongs to cluster %s, which does not name this node", id, r.ClusterID)}
 	}
 	if configured != "" {
-		return FormDecision{Step: FormWait, Why: configured + " has a configuration and its cluster no ID yet: waiting for its election"}
+		named := false
+		for _, m := range peers[configured].Members {
+			named = named || m.ID == self.ID
+		}
+		return FormDecision{Step: FormWait, Vote: named, Why: configured + " has a configuration and its cluster no ID yet: waiting for its election"}
 	}
 	servers := []FormingReport{self}
 	for _, id := range ids {
@@ -135,13 +158,14 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 		return FormDecision{Step: FormWait, Why: fmt.Sprintf("%d servers without state reached, more than the %d expected: not forming (see docs/operations.md)", len(servers), self.Expect)}
 	}
 	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-	return FormDecision{Step: FormBootstrap, Servers: servers, Why: fmt.Sprintf("all %d servers reached", self.Expect)}
+	return FormDecision{Step: FormBootstrap, Vote: true, Servers: servers, Why: fmt.Sprintf("all %d servers reached", self.Expect)}
 }
 
 // FormingReport returns this node's report, from its own state only (no
 // round trip: it answers before any leader exists).
 func (n *Node) FormingReport() FormingReport {
-	r := FormingReport{ID: n.id, RaftAddr: n.RaftAddr(), Expect: n.cfg.BootstrapExpect, ClusterID: n.table.ClusterID()}
+	r := FormingReport{ID: n.id, RaftAddr: n.RaftAddr(), Expect: n.cfg.BootstrapExpect, ClusterID: n.table.ClusterID(),
+		Replayed: n.raft.AppliedIndex() >= n.openedIndex}
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return r

@@ -9,7 +9,9 @@ import (
 // themselves"): bootstrap only with exactly the expected servers, all
 // unconfigured; never once any server has a configuration.
 func TestDecideFormation(t *testing.T) {
-	fresh := func(id string) FormingReport { return FormingReport{ID: id, RaftAddr: id + ":1", Expect: 3} }
+	fresh := func(id string) FormingReport {
+		return FormingReport{ID: id, RaftAddr: id + ":1", Expect: 3, Replayed: true}
+	}
 	bootstrapped := func(id, cluster string, members ...FormingMember) FormingReport {
 		r := fresh(id)
 		r.ClusterID, r.Members = cluster, members
@@ -38,7 +40,9 @@ func TestDecideFormation(t *testing.T) {
 		{name: "named, never ran", self: self, reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("b", ""), m("c", "c:0"))}, want: FormWait},
 		{name: "named with an address: its state was lost", self: self, reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("b", "b:0"), m("c", "c:0"))}, want: FormWait, lost: true},
 		{name: "a cluster formed without it", self: self, reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("c", "c:0"), m("d", "d:0")), fresh("c")}, want: FormJoin},
+		{name: "a peer still replaying its log is not counted", self: self, reports: []FormingReport{{ID: "a", RaftAddr: "a:1", Expect: 3, ClusterID: "", Members: []FormingMember{m("a", ""), m("b", ""), m("c", "")}}}, want: FormWait},
 		{name: "configured", self: bootstrapped("b", "", m("b", "")), reports: []FormingReport{fresh("a"), fresh("c")}, want: FormDone},
+		{name: "configured by a leader, but its address was recorded before", self: bootstrapped("b", "", m("b", "")), reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("b", "b:0"))}, want: FormWait, lost: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,7 +45,11 @@ type Node struct {
 	fsm     *applier
 	// hadState reports that DataDir held Raft state when the node opened.
 	hadState bool
-	wake     chan struct{} // wakes the expiry loop
+	// openedIndex is the last index of the Raft log when the node opened:
+	// until it has applied that far, its table is not yet what it was
+	// (FormingReport).
+	openedIndex uint64
+	wake        chan struct{} // wakes the expiry loop
 	// probe carries liveness probes to the expiry loop (Live); stuckAfter
 	// is how long an apply may run before Live fails (tests lower it).
 	probe      chan chan struct{}
@@ -229,6 +233,9 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("server: reading raft state: %w", err)
 	}
 	n.hadState = existing
+	if n.openedIndex, err = logs.LastIndex(); err != nil {
+		return fmt.Errorf("server: reading raft state: %w", err)
+	}
 	switch {
 	case existing:
 		if cfg.Join && cfg.CheckCluster != nil && n.fsm.id.recorded != "" {
@@ -248,6 +255,9 @@ func (n *Node) startRaft() error {
 			}
 		}
 		if cfg.BootstrapExpect > 0 {
+			// No vote before formation has checked the node (votegate.go).
+			n.trans = newVoteGate(n.trans)
+			trans = n.trans
 			n.log.Info("no state yet: forming a cluster of the expected servers, or joining one that formed", "bootstrap_expect", cfg.BootstrapExpect)
 		} else {
 			n.log.Info("no state yet: waiting to be added to a cluster")

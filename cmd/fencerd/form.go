@@ -53,6 +53,9 @@ func formCluster(ctx context.Context, c *config, node *server.Node, logger *slog
 				fatal <- d.Err
 				return
 			}
+			if d.Vote {
+				node.AllowVotes()
+			}
 			if d.Why != last {
 				logger.Info("forming", "step", d.Why)
 				last = d.Why
