@@ -46,8 +46,11 @@ type FormingReport struct {
 	// Members is its latest Raft configuration, empty before it has one.
 	Members []FormingMember
 	// Replayed reports that the server has applied the log it restarted
-	// with: until then its cluster ID and recorded addresses may be
-	// missing, and formation does not count its report.
+	// with, or had never applied a cluster ID before it restarted: until
+	// then its cluster ID and recorded addresses may be missing, and
+	// formation does not count its report. (A server that bootstrapped and
+	// restarted before any election has nothing applied to wait for: it
+	// counts at once, or formation would wait for it forever.)
 	Replayed bool
 }
 
@@ -165,7 +168,7 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 // round trip: it answers before any leader exists).
 func (n *Node) FormingReport() FormingReport {
 	r := FormingReport{ID: n.id, RaftAddr: n.RaftAddr(), Expect: n.cfg.BootstrapExpect, ClusterID: n.table.ClusterID(),
-		Replayed: n.raft.AppliedIndex() >= n.openedIndex}
+		Replayed: n.openedID == "" || n.raft.AppliedIndex() >= n.openedIndex}
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return r
