@@ -15,7 +15,14 @@ final class Clients {
   /**
    * redisson returns a Redisson client on one address (single-server mode),
    * with a short watchdog, timeout and retry so that a leader kill costs
-   * seconds: a command is retried every 500 ms for up to 8 s.
+   * seconds: a command is retried every 500 ms for up to 8 s, and a reply is
+   * awaited for 6 s: longer than fencer takes to elect a new leader and
+   * forward the command to it (a follower holds a command until then).
+   * pingConnectionInterval keeps Redisson's default (30 s): Redisson closes
+   * a connection whose PING is not answered within that interval, and with
+   * it the command in flight on it, so an interval shorter than an election
+   * turns a slow reply into a lost one (a PING queued behind a command
+   * forwarded during the election is answered after it, as Redis would).
    */
   static RedissonClient redisson(int port) {
     Config c = new Config();
@@ -23,15 +30,14 @@ final class Clients {
     c.useSingleServer()
         .setAddress("redis://127.0.0.1:" + port)
         .setConnectTimeout(2000)
-        .setTimeout(3000)
+        .setTimeout(6000)
         .setRetryAttempts(16)
         .setRetryInterval(500)
         .setSubscriptionTimeout(3000)
         .setConnectionMinimumIdleSize(1)
         .setConnectionPoolSize(8)
         .setSubscriptionConnectionMinimumIdleSize(1)
-        .setSubscriptionConnectionPoolSize(4)
-        .setPingConnectionInterval(1000);
+        .setSubscriptionConnectionPoolSize(4);
     return Redisson.create(c);
   }
 
