@@ -169,6 +169,8 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"ssubscribe":       (*Bridge).subscribe,
 		"unsubscribe":      (*Bridge).unsubscribe,
 		"sunsubscribe":     (*Bridge).unsubscribe,
+		"psubscribe":       (*Bridge).subscribe,
+		"punsubscribe":     (*Bridge).unsubscribe,
 		"publish":          (*Bridge).publish,
 		"spublish":         (*Bridge).publish,
 		"fence.acquire":    (*Bridge).acquire,
