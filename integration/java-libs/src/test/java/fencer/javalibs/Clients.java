@@ -41,6 +41,17 @@ final class Clients {
     return Redisson.create(c);
   }
 
+  /** lettuceFactory returns Spring Data Redis's Lettuce connection factory on one address, started. */
+  static org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory lettuceFactory(int port) {
+    var f = new org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory(
+        new org.springframework.data.redis.connection.RedisStandaloneConfiguration("127.0.0.1", port),
+        org.springframework.data.redis.connection.lettuce.LettuceClientConfiguration.builder()
+            .commandTimeout(java.time.Duration.ofSeconds(10)).build());
+    f.afterPropertiesSet();
+    f.start();
+    return f;
+  }
+
   /** key returns a key name no other test uses. */
   static String key(String what) {
     return "jl:" + what + ":" + UUID.randomUUID();
