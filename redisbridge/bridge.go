@@ -169,6 +169,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"ssubscribe":       (*Bridge).subscribe,
 		"unsubscribe":      (*Bridge).unsubscribe,
 		"sunsubscribe":     (*Bridge).unsubscribe,
+		"wait":             (*Bridge).wait,
 		"psubscribe":       (*Bridge).subscribe,
 		"punsubscribe":     (*Bridge).unsubscribe,
 		"publish":          (*Bridge).publish,

@@ -35,6 +35,7 @@ var commandSpecs = map[string]cmdSpec{
 	"script":       {arity: -2, acl: []string{"@slow"}, group: "scripting", summary: "A container for script commands.", subcommands: []string{"load", "exists", "flush"}},
 	"subscribe":    {arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Listens for messages published to channels."},
 	"unsubscribe":  {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Stops listening to channels."},
+	"wait":         {arity: 3, flags: []string{"noscript"}, acl: []string{"@slow", "@connection"}, group: "generic", summary: "Returns at once the followers every acknowledged write has reached (a commit needs a quorum)."},
 	"psubscribe":   {arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Listens for messages published to channels that match patterns (* and ?)."},
 	"punsubscribe": {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, acl: []string{"@pubsub", "@slow"}, group: "pubsub", summary: "Stops listening to patterns."},
 	"publish":      {arity: 3, flags: []string{"pubsub", "loading", "stale", "fast", "may_replicate"}, acl: []string{"@pubsub", "@fast"}, group: "pubsub", summary: "Posts a message to a channel, on every node."},
