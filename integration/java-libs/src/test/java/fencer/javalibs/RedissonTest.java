@@ -44,6 +44,11 @@ class RedissonTest {
     }
   }
 
+  /** start(port) gives Target.REDIS's clients the server at port (RedissonCommandsTest's own). */
+  void start(int port) {
+    clients.put(Target.REDIS, new RedissonClient[] {Clients.redisson(port), Clients.redisson(port)});
+  }
+
   @AfterAll
   void stop() {
     for (RedissonClient[] cs : clients.values()) {
