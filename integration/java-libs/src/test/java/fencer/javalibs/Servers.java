@@ -54,6 +54,12 @@ final class Servers {
     }
   }
 
+  /** three returns the shared three-node cluster (FOLLOWER's), started on first use. */
+  static Cluster three() {
+    Target.FOLLOWER.port();
+    return (Cluster) shared.get("three");
+  }
+
   static synchronized Path workDir() {
     if (workDir == null) {
       try {
