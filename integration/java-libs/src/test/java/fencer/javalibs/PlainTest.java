@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import fencer.javalibs.Servers.Target;
-import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.SetArgs;
@@ -21,7 +20,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
-import redis.clients.jedis.JedisPooled;
+import redis.clients.jedis.RedisClient;
 import redis.clients.jedis.params.SetParams;
 
 /**
@@ -50,8 +49,8 @@ class PlainTest {
   }
 
   static PlainLock jedis(int port) {
-    JedisPooled j = new JedisPooled(new HostAndPort("127.0.0.1", port),
-        DefaultJedisClientConfig.builder().socketTimeoutMillis(10000).build());
+    RedisClient j = RedisClient.builder().hostAndPort(new HostAndPort("127.0.0.1", port))
+        .clientConfig(DefaultJedisClientConfig.builder().socketTimeoutMillis(10000).build()).build();
     return new PlainLock() {
       public boolean tryLock(String key, String token, long ms) {
         return "OK".equals(j.set(key, token, SetParams.setParams().nx().px(ms)));
@@ -72,7 +71,7 @@ class PlainTest {
   }
 
   static PlainLock lettuce(int port) {
-    RedisClient client = RedisClient.create(RedisURI.builder().withHost("127.0.0.1").withPort(port)
+    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(RedisURI.builder().withHost("127.0.0.1").withPort(port)
         .withTimeout(Duration.ofSeconds(10)).build());
     StatefulRedisConnection<String, String> conn = client.connect();
     RedisCommands<String, String> c = conn.sync();
