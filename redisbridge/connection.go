@@ -314,8 +314,8 @@ func (b *Bridge) connCount() int64 {
 // has reached, at once. Redis answers how many replicas acknowledged the
 // connection's writes, waiting up to timeout for numreplicas of them;
 // fencer acknowledges a write only once a quorum of the cluster has it, so
-// half the other members (rounded up, of a cluster of an odd size: 1 of 3,
-// 2 of 5; 0 on one node, as Redis without replicas) hold every write this
+// a quorum less the leader, members/2 followers (1 of 2 or 3, 2 of 4 or 5;
+// 0 on one node, as Redis without replicas), hold every write this
 // connection was answered for, and waiting would not make the number
 // larger that fencer can vouch for. Redisson sends it after a lock's write
 // when configured with replicas (docs/redlock.md).
@@ -338,5 +338,5 @@ func (b *Bridge) wait(r *request) {
 		return
 	}
 	members := len(b.locker.PeerAddrs()) + 1
-	r.c.WriteInt(members/2 + members%2 - 1)
+	r.c.WriteInt(members / 2)
 }
