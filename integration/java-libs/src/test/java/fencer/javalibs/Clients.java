@@ -25,6 +25,11 @@ final class Clients {
    * forwarded during the election is answered after it, as Redis would).
    */
   static RedissonClient redisson(int port) {
+    return Redisson.create(redissonConfig(port));
+  }
+
+  /** redissonConfig is {@link #redisson}'s configuration, for a test to change before it creates the client. */
+  static Config redissonConfig(int port) {
     Config c = new Config();
     c.setLockWatchdogTimeout(WATCHDOG_MS);
     c.useSingleServer()
@@ -38,7 +43,7 @@ final class Clients {
         .setConnectionPoolSize(8)
         .setSubscriptionConnectionMinimumIdleSize(1)
         .setSubscriptionConnectionPoolSize(4);
-    return Redisson.create(c);
+    return c;
   }
 
   /** lettuceFactory returns Spring Data Redis's Lettuce connection factory on one address, started. */

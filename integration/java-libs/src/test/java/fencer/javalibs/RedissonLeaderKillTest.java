@@ -29,7 +29,11 @@ class RedissonLeaderKillTest {
     final ExecutorService thread = Executors.newSingleThreadExecutor();
 
     Owner(int port) {
-      client = Clients.redisson(port);
+      this(Clients.redisson(port));
+    }
+
+    Owner(RedissonClient client) {
+      this.client = client;
     }
 
     <T> T call(Callable<T> f) throws Exception {
@@ -45,9 +49,11 @@ class RedissonLeaderKillTest {
 
   /** LockScenario is a lock held with lock() (the watchdog renews it) and waited for with tryLock. */
   static LeaderKill.Scenario lock(int port, java.util.function.BiFunction<RedissonClient, String, RLock> get) {
+    return lock(new Owner(port), new Owner(port), get);
+  }
+
+  static LeaderKill.Scenario lock(Owner a, Owner b, java.util.function.BiFunction<RedissonClient, String, RLock> get) {
     String k = Clients.key("kill");
-    Owner a = new Owner(port);
-    Owner b = new Owner(port);
     return new LeaderKill.Scenario() {
       public void hold() throws Exception {
         a.call(() -> {
@@ -88,6 +94,21 @@ class RedissonLeaderKillTest {
   @Test
   void rlockWatchdog() throws Exception {
     LeaderKill.run(port -> lock(port, RedissonClient::getLock));
+  }
+
+  @Test
+  @Tag("full")
+  void rlockWithClientNameAndResp3() throws Exception {
+    LeaderKill.run(port -> {
+      Owner[] o = new Owner[2];
+      for (int i = 0; i < 2; i++) {
+        org.redisson.config.Config c = Clients.redissonConfig(port);
+        c.setProtocol(org.redisson.config.Protocol.RESP3);
+        c.useSingleServer().setClientName("fencer-java-libs-" + i);
+        o[i] = new Owner(org.redisson.Redisson.create(c));
+      }
+      return lock(o[0], o[1], RedissonClient::getLock);
+    });
   }
 
   @Test
