@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-helm release release-check install image
+.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-helm test-java-libs test-java-libs-full release release-check install image
 
 all: build
 
@@ -82,7 +82,8 @@ TIMED = scripts/timed.sh
 
 # test: lint, then every test (unit, in-process, integration) with -race,
 # then the server's fault-point tests, which need -tags fencer_faults, the
-# etcd validator's module, and the Node.js and Python clients' suites.
+# etcd validator's module, the Helm chart's check, the Node.js and Python
+# clients' suites, and the Java lock libraries (test-java-libs).
 test:
 	$(TIMED) lint $(MAKE) lint
 	$(TIMED) go-test $(GO) test -race -count=1 -timeout 15m ./...
@@ -91,6 +92,13 @@ test:
 	$(TIMED) test-helm $(MAKE) test-helm
 	$(TIMED) test-node $(MAKE) test-node
 	$(TIMED) test-python $(MAKE) test-python
+	$(TIMED) test-java-libs $(MAKE) test-java-libs
+
+# check-full: make check, then the Java lock libraries' full matrix (a
+# leader kill under every API of integration/java-libs, not one per
+# library family).
+check-full: check
+	$(TIMED) test-java-libs-full $(MAKE) test-java-libs-full
 
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:
@@ -115,6 +123,22 @@ test-node: build
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && FENCERD=$(CURDIR)/bin/fencerd npm test
 test-python: build
 	FENCERD=$(CURDIR)/bin/fencerd $(PYTHON) -m pytest -q -p no:cacheprovider clients/python
+
+# test-java-libs: the Java lock libraries (Redisson, Spring Integration's
+# RedisLockRegistry, ShedLock, plain Jedis and Lettuce) run unchanged by
+# JUnit against a real redis-server (the control), a one-node fencerd and a
+# follower of a three-node cluster, and one leader kill per library family
+# (integration/java-libs). Maven resolves the pinned versions into
+# JAVA_LIBS_M2 (outside the clone) on the first run, and runs offline once
+# the stamp of that pom.xml is there. test-java-libs-full adds a leader
+# kill per API (the tests tagged "full").
+JAVA_LIBS_M2 ?= $(HOME)/.cache/fencer-m2
+JAVA_LIBS_STAMP = $(JAVA_LIBS_M2)/fencer-java-libs-$(shell sha256sum integration/java-libs/pom.xml | cut -c1-16)
+JAVA_LIBS_MVN = mvn -B -ntp -f integration/java-libs/pom.xml -Dmaven.repo.local=$(JAVA_LIBS_M2) -Dfencerd=$(CURDIR)/bin/fencerd
+test-java-libs: build
+	if [ -e $(JAVA_LIBS_STAMP) ]; then $(JAVA_LIBS_MVN) -o test; else $(JAVA_LIBS_MVN) test && touch $(JAVA_LIBS_STAMP); fi
+test-java-libs-full: build
+	if [ -e $(JAVA_LIBS_STAMP) ]; then $(JAVA_LIBS_MVN) -o -Dfencer.exclude= test; else $(JAVA_LIBS_MVN) -Dfencer.exclude= test && touch $(JAVA_LIBS_STAMP); fi
 
 # integ: the integration tests only (real fencerd processes, redis-cli).
 integ:

@@ -35,6 +35,13 @@ import (
 //	sleep MS        wait (for expiry)
 //	keys K ...      more keys to delete after the case (ones a script
 //	                touches without naming them in KEYS)
+//	on NAME         the steps after it go to the connection NAME (opened
+//	                on first use, on both servers); "on main" goes back to
+//	                the case's first connection (pub/sub: a subscriber
+//	                and a publisher)
+//	recv            read the next reply on the connection without sending
+//	                anything (a published message, the second
+//	                confirmation of a PSUBSCRIBE of two patterns)
 //
 // Arguments are split on spaces; "..." is a Go-quoted string, '...' a raw
 // one, and @path the text of testdata/redisdiff/scripts/path. Every key a
@@ -49,6 +56,9 @@ type diffStep struct {
 	// sleep, if set, is a pause instead of a command.
 	sleep time.Duration
 	keys  []string
+	// on, if set, switches the connection; recv reads a reply.
+	on   string
+	recv bool
 }
 
 type diffCase struct {
@@ -104,6 +114,10 @@ func loadDiffCases(t *testing.T) []diffCase {
 				st.sleep = time.Duration(ms) * time.Millisecond
 			case "keys":
 				st.keys = args[1:]
+			case "on":
+				st.on = args[1]
+			case "recv":
+				st.recv = true
 			default:
 				st.args = args
 			}
@@ -183,6 +197,14 @@ func (dc *diffConn) do(args ...string) (resp.Value, error) {
 	return resp.ReadValue(dc.r)
 }
 
+// read reads the next reply without sending anything.
+func (dc *diffConn) read() (resp.Value, error) {
+	if err := dc.c.SetDeadline(time.Now().Add(requestTimeout)); err != nil {
+		return resp.Value{}, err
+	}
+	return resp.ReadValue(dc.r)
+}
+
 // diffEqual compares two replies as the step's mode says.
 func diffEqual(a, b resp.Value, mode byte) bool {
 	isErr := func(v resp.Value) bool { return v.Kind == resp.Error || v.Kind == resp.BlobError }
@@ -219,6 +241,7 @@ func runDiffCases(t *testing.T, redisAddr, fencerAddr string) {
 	for _, c := range cases {
 		t.Run(c.file+"/"+c.name, func(t *testing.T) {
 			r, f := dialDiff(t, redisAddr), dialDiff(t, fencerAddr)
+			conns := map[string][2]*diffConn{"main": {r, f}}
 			keys := map[string]bool{}
 			defer func() {
 				for k := range keys {
@@ -229,6 +252,26 @@ func runDiffCases(t *testing.T, redisAddr, fencerAddr string) {
 			for _, st := range c.steps {
 				if st.sleep > 0 {
 					time.Sleep(st.sleep)
+					continue
+				}
+				if st.on != "" {
+					if _, ok := conns[st.on]; !ok {
+						conns[st.on] = [2]*diffConn{dialDiff(t, redisAddr), dialDiff(t, fencerAddr)}
+					}
+					r, f = conns[st.on][0], conns[st.on][1]
+					continue
+				}
+				if st.recv {
+					rv, rerr := r.read()
+					fv, ferr := f.read()
+					if rerr != nil || ferr != nil {
+						t.Fatalf("%s:%d recv: redis %v, fencer %v", c.file, st.line, rerr, ferr)
+					}
+					if !diffEqual(rv, fv, st.mode) {
+						t.Errorf("%s:%d recv:\n\tredis  %v\n\tfencer %v", c.file, st.line, rv, fv)
+					} else {
+						compared++
+					}
 					continue
 				}
 				for _, k := range st.keys {

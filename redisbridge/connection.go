@@ -309,3 +309,34 @@ func (b *Bridge) info(r *request) {
 func (b *Bridge) connCount() int64 {
 	return b.open.Load()
 }
+
+// wait: WAIT numreplicas timeout → the followers every acknowledged write
+// has reached, at once. Redis answers how many replicas acknowledged the
+// connection's writes, waiting up to timeout for numreplicas of them;
+// fencer acknowledges a write only once a quorum of the cluster has it, so
+// a quorum less the leader, members/2 followers (1 of 2 or 3, 2 of 4 or 5;
+// 0 on one node, as Redis without replicas), hold every write this
+// connection was answered for, and waiting would not make the number
+// larger that fencer can vouch for. Redisson sends it after a lock's write
+// when configured with replicas (docs/redlock.md).
+func (b *Bridge) wait(r *request) {
+	if len(r.args) != 3 {
+		wrongArity(r)
+		return
+	}
+	if _, err := strconv.ParseInt(string(r.args[1]), 10, 64); err != nil {
+		writeError(r.c, errNotInteger)
+		return
+	}
+	timeout, err := strconv.ParseInt(string(r.args[2]), 10, 64)
+	if err != nil {
+		writeError(r.c, errf("timeout is not an integer or out of range"))
+		return
+	}
+	if timeout < 0 {
+		writeError(r.c, errf("timeout is negative"))
+		return
+	}
+	members := len(b.locker.PeerAddrs()) + 1
+	r.c.WriteInt(members / 2)
+}

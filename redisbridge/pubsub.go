@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/internal/resp"
+	"github.com/tidwall/match"
 	"github.com/tidwall/redcon"
 )
 
-// Pub/sub, as much of it as Redisson's locks need: a client waiting for a
-// lock SUBSCRIBEs to the lock's channel (or SSUBSCRIBEs, with sharded
-// pub/sub), and the unlock script publishes to it. A publish reaches the
-// subscribers of every node, as in Redis Cluster: the node where it happens
-// relays it to the others.
+// Pub/sub, as much of it as lock libraries need: a client waiting for a
+// lock SUBSCRIBEs to the lock's channel (Redisson; or SSUBSCRIBEs, with
+// sharded pub/sub) or PSUBSCRIBEs to a pattern of them (Spring
+// Integration's RedisLockRegistry), and the unlock script publishes to it.
+// A publish reaches the subscribers of every node, as in Redis Cluster: the
+// node where it happens relays it to the others. Patterns match as KEYS
+// does (tidwall/match: * and ?, no [...] classes).
 
 // subscriberQueue bounds the replies and messages waiting to be written to
 // one subscribed connection; a client that lets it fill up is disconnected,
@@ -28,7 +31,8 @@ const relayTimeout = 2 * time.Second
 // hub keeps the subscriptions of this node's connections.
 type hub struct {
 	mu     sync.Mutex
-	chans  map[string]map[*subscriber]bool // "c:" or "s:" + channel
+	chans  map[string]map[*subscriber]bool // "c:", "s:" or "p:" (pattern) + channel
+	pats   map[string]bool                 // the patterns of chans, which every publish is matched against
 	all    map[*subscriber]bool
 	closed bool
 }
@@ -44,14 +48,15 @@ type subscriber struct {
 	out  chan []byte
 	done chan struct{}
 	once sync.Once
-	// chans and n (subscriptions: plain, shard) are written under hub.mu,
-	// and only by the connection's own goroutine, which alone reads n.
+	// chans and n (subscriptions: plain and patterns, as Redis counts
+	// them together; shard) are written under hub.mu, and only by the
+	// connection's own goroutine, which alone reads n.
 	chans map[string]bool
 	n     [2]int
 }
 
 func newHub() *hub {
-	return &hub{chans: make(map[string]map[*subscriber]bool), all: make(map[*subscriber]bool)}
+	return &hub{chans: make(map[string]map[*subscriber]bool), pats: make(map[string]bool), all: make(map[*subscriber]bool)}
 }
 
 // count is how many channels the connection listens to.
@@ -110,9 +115,12 @@ func (s *subscriber) writeLoop() {
 	}
 }
 
-// kindOf returns the hub prefix and the reply words of a (S)SUBSCRIBE or
-// (S)UNSUBSCRIBE.
+// kindOf returns the hub prefix and the subscription count of a
+// (S|P)SUBSCRIBE or (S|P)UNSUBSCRIBE.
 func kindOf(cmd []byte) (prefix string, idx int, shard bool) {
+	if strings.HasPrefix(strings.ToLower(string(cmd)), "p") && !strings.EqualFold(string(cmd), "publish") {
+		return "p:", 0, false
+	}
 	if strings.HasPrefix(strings.ToLower(string(cmd)), "s") && !strings.EqualFold(string(cmd), "subscribe") {
 		return "s:", 1, true
 	}
@@ -149,7 +157,7 @@ func (b *Bridge) subscriberOf(r *request) (s *subscriber, fresh bool) {
 	return s, true
 }
 
-// subscribe: (S)SUBSCRIBE channel [channel ...].
+// subscribe: (S|P)SUBSCRIBE channel|pattern [...].
 func (b *Bridge) subscribe(r *request) {
 	if len(r.args) < 2 {
 		wrongArity(r)
@@ -182,7 +190,7 @@ func appendConfirm(p []byte, proto int, word string, channel []byte, n int) []by
 	return redcon.AppendInt(p, int64(n))
 }
 
-// unsubscribe: (S)UNSUBSCRIBE [channel ...]; without channels, from all.
+// unsubscribe: (S|P)UNSUBSCRIBE [channel|pattern ...]; without any, from all.
 func (b *Bridge) unsubscribe(r *request) {
 	prefix, idx, _ := kindOf(r.args[0])
 	word := strings.ToLower(string(r.args[0]))
@@ -261,7 +269,46 @@ func (b *Bridge) publishLocal(shard bool, channel string, msg []byte) int {
 		s.send(p)
 		s.mu.Unlock()
 	}
-	return len(subs)
+	n := len(subs)
+	if shard {
+		return n
+	}
+	// Then the patterns, as Redis delivers them: after the channel's own
+	// subscribers, once per matching pattern a connection listens to.
+	for _, pm := range b.hub.matching(channel) {
+		p := pushHeader(nil, pm.s.st.proto, 4)
+		p = redcon.AppendBulkString(p, "pmessage")
+		p = redcon.AppendBulkString(p, pm.pattern)
+		p = redcon.AppendBulkString(p, channel)
+		p = redcon.AppendBulk(p, msg)
+		pm.s.mu.Lock()
+		pm.s.send(p)
+		pm.s.mu.Unlock()
+		n++
+	}
+	return n
+}
+
+// patternSub is one connection's subscription to a pattern.
+type patternSub struct {
+	s       *subscriber
+	pattern string
+}
+
+// matching returns the pattern subscriptions whose pattern matches channel.
+func (h *hub) matching(channel string) []patternSub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []patternSub
+	for pat := range h.pats {
+		if !match.Match(channel, pat) {
+			continue
+		}
+		for s := range h.chans["p:"+pat] {
+			out = append(out, patternSub{s: s, pattern: pat})
+		}
+	}
+	return out
 }
 
 // relayPublish sends the message to every other member, in the background,
@@ -357,6 +404,9 @@ func (h *hub) add(s *subscriber, prefix, channel string, idx int) int {
 		s.n[idx]++
 		if h.chans[k] == nil {
 			h.chans[k] = make(map[*subscriber]bool)
+			if prefix == "p:" {
+				h.pats[channel] = true
+			}
 		}
 		h.chans[k][s] = true
 	}
@@ -374,6 +424,9 @@ func (h *hub) remove(s *subscriber, prefix, channel string, idx int) int {
 		delete(h.chans[k], s)
 		if len(h.chans[k]) == 0 {
 			delete(h.chans, k)
+			if prefix == "p:" {
+				delete(h.pats, channel)
+			}
 		}
 	}
 	return s.n[idx]
@@ -398,6 +451,9 @@ func (h *hub) leaveAll(s *subscriber) {
 		delete(h.chans[k], s)
 		if len(h.chans[k]) == 0 {
 			delete(h.chans, k)
+			if strings.HasPrefix(k, "p:") {
+				delete(h.pats, k[2:])
+			}
 		}
 	}
 	s.chans = map[string]bool{}

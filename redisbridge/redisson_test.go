@@ -131,3 +131,20 @@ func TestRESP3SubscriberGetsPushes(t *testing.T) {
 	assert.Equal(t, "+PONG\r\n", sub.do("PING"))
 	assert.Equal(t, "+OK\r\n", sub.do("QUIT"))
 }
+
+// Spring Integration's RedisLockRegistry (pub-sub mode) PSUBSCRIBEs to
+// <registryKey>-channel:*; a RESP3 subscriber gets its pmessage as a
+// four-element push, and a shard publish reaches no pattern.
+func TestRESP3PatternSubscriberGetsPushes(t *testing.T) {
+	addr, _ := startBridge(t, nil, nil)
+	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+	require.True(t, strings.HasPrefix(sub.do("HELLO", "3"), "%7"))
+	assert.Equal(t, ">3\r\n"+bulk("psubscribe")+bulk("reg-channel:*")+":1\r\n", sub.do("PSUBSCRIBE", "reg-channel:*"))
+	assert.Equal(t, ":1\r\n", pub.do("PUBLISH", "reg-channel:job", "unlocked"))
+	assert.Equal(t, ":0\r\n", pub.do("SPUBLISH", "reg-channel:job", "shard"), "SPUBLISH does not reach patterns")
+	assert.Equal(t, ":0\r\n", pub.do("PUBLISH", "other:job", "x"))
+	assert.Equal(t, ">4\r\n"+bulk("pmessage")+bulk("reg-channel:*")+bulk("reg-channel:job")+bulk("unlocked"), sub.read())
+	assert.Equal(t, ">3\r\n"+bulk("punsubscribe")+bulk("reg-channel:*")+":0\r\n", sub.do("PUNSUBSCRIBE"))
+	assert.Equal(t, ":0\r\n", pub.do("PUBLISH", "reg-channel:job", "gone"))
+	assert.Equal(t, "+PONG\r\n", sub.do("PING"))
+}
