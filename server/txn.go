@@ -82,24 +82,19 @@ func (n *Node) Update(ctx context.Context, keys []string, fn func(tx *Tx) error)
 		if err := fn(tx); err != nil {
 			return err
 		}
-		if tx.d.Stale() {
-			// Two listings of a pattern differed: work it out again.
-			if attempt < maxTxnAttempts {
-				continue
-			}
-			return fmt.Errorf("%w: its keys changed under it %d times", ErrConflict, attempt)
-		}
 		var c fsm.Command
 		writes := false
 		if !tx.rollback {
 			tx.handToWaiters()
 			c, writes = tx.entry()
 		}
-		if !writes {
+		if !writes || tx.d.Stale() {
 			// No entry checks what fn read: check it here, so that the
 			// answer is the table's state at one position (a read of
 			// several keys could otherwise straddle an entry that changed
 			// them all), then confirm the leadership it was read under.
+			// A draft whose two listings of a pattern differed is never
+			// current: its entry's guards would hold for the first only.
 			if !tx.d.Current() {
 				if attempt < maxTxnAttempts {
 					continue
