@@ -332,4 +332,3 @@ func pyrustRun(t *testing.T, dir, name string, args ...string) {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 }
-

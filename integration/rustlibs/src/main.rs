@@ -59,30 +59,52 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// unique returns a value no other holder uses.
 fn unique() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!("{}-{}-{}", std::process::id(), nanos, SEQ.fetch_add(1, Ordering::Relaxed))
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        nanos,
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Holder is one holder: a library instance with its own connection(s).
 enum Holder {
-    Rslock { manager: rslock::LockManager, lock: Option<rslock::Lock> },
-    Plain { con: redis::aio::MultiplexedConnection, value: String },
+    Rslock {
+        manager: rslock::LockManager,
+        lock: Option<rslock::Lock>,
+    },
+    Plain {
+        con: redis::aio::MultiplexedConnection,
+        value: String,
+    },
 }
 
 impl Holder {
     async fn new(lib: &str) -> Holder {
         match lib {
-            "rslock" => Holder::Rslock { manager: rslock::LockManager::new(addrs()), lock: None },
+            "rslock" => Holder::Rslock {
+                manager: rslock::LockManager::new(addrs()),
+                lock: None,
+            },
             "redis-rs" => {
-                let client = redis::Client::open(addrs()[0].as_str()).expect("redis-rs: the address");
+                let client =
+                    redis::Client::open(addrs()[0].as_str()).expect("redis-rs: the address");
                 // The response timeout outlasts an election: a follower
                 // holds a command until a new leader answers it.
-                let cfg = redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(15)));
+                let cfg = redis::AsyncConnectionConfig::new()
+                    .set_response_timeout(Some(Duration::from_secs(15)));
                 let con = client
                     .get_multiplexed_async_connection_with_config(&cfg)
                     .await
                     .expect("redis-rs: connecting");
-                Holder::Plain { con, value: String::new() }
+                Holder::Plain {
+                    con,
+                    value: String::new(),
+                }
             }
             _ => panic!("unknown library {lib}"),
         }
@@ -162,10 +184,19 @@ impl Holder {
             Holder::Rslock { manager, lock } => {
                 // is_freed answers Ok(false) while the key holds this lock's
                 // value, and an error naming the mismatch otherwise.
-                matches!(manager.is_freed(lock.as_ref().expect("owned without a lock")).await, Ok(false))
+                matches!(
+                    manager
+                        .is_freed(lock.as_ref().expect("owned without a lock"))
+                        .await,
+                    Ok(false)
+                )
             }
             Holder::Plain { con, value } => {
-                let v: Option<String> = redis::cmd("GET").arg(key).query_async(con).await.expect("redis-rs: GET");
+                let v: Option<String> = redis::cmd("GET")
+                    .arg(key)
+                    .query_async(con)
+                    .await
+                    .expect("redis-rs: GET");
                 v.as_deref() == Some(value.as_str())
             }
         }
@@ -174,7 +205,9 @@ impl Holder {
     async fn release(&mut self, key: &str) {
         match self {
             Holder::Rslock { manager, lock } => {
-                manager.unlock(lock.as_ref().expect("release without a lock")).await;
+                manager
+                    .unlock(lock.as_ref().expect("release without a lock"))
+                    .await;
             }
             Holder::Plain { con, value } => {
                 let n: i64 = redis::Script::new(RELEASE)
@@ -196,17 +229,35 @@ fn ok(step: &str) {
 async fn basic(lib: &str, key: &str) {
     let (mut a, mut b) = (Holder::new(lib).await, Holder::new(lib).await);
     let ttl = Duration::from_secs(10);
-    assert_eq!(a.try_acquire(key, ttl).await, Ok(true), "A's acquire of a free lock");
+    assert_eq!(
+        a.try_acquire(key, ttl).await,
+        Ok(true),
+        "A's acquire of a free lock"
+    );
     ok("A acquired");
-    assert_eq!(b.try_acquire(key, ttl).await, Ok(false), "B's acquire while A holds the lock");
+    assert_eq!(
+        b.try_acquire(key, ttl).await,
+        Ok(false),
+        "B's acquire while A holds the lock"
+    );
     ok("B refused while A holds it");
     assert!(a.extend(key, Duration::from_secs(20)).await, "A's extend");
-    assert!(a.owned(key).await, "A does not own its lock after the extend");
+    assert!(
+        a.owned(key).await,
+        "A does not own its lock after the extend"
+    );
     ok("A extended and owns it");
     a.release(key).await;
     ok("A released");
-    assert!(!a.owned(key).await, "A still owns the lock after its release");
-    assert_eq!(b.try_acquire(key, ttl).await, Ok(true), "B's acquire after A's release");
+    assert!(
+        !a.owned(key).await,
+        "A still owns the lock after its release"
+    );
+    assert_eq!(
+        b.try_acquire(key, ttl).await,
+        Ok(true),
+        "B's acquire after A's release"
+    );
     ok("B acquired after A's release");
     b.release(key).await;
     ok("B released");
@@ -215,11 +266,19 @@ async fn basic(lib: &str, key: &str) {
     let sections = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for i in 0..WORKERS {
-        let (inside, sections, lib, key) = (inside.clone(), sections.clone(), lib.to_string(), key.to_string());
+        let (inside, sections, lib, key) = (
+            inside.clone(),
+            sections.clone(),
+            lib.to_string(),
+            key.to_string(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut h = Holder::new(&lib).await;
             for _ in 0..ROUNDS {
-                assert!(h.acquire(&key, ttl, Duration::from_secs(30)).await, "worker {i} waited 30 s for the lock");
+                assert!(
+                    h.acquire(&key, ttl, Duration::from_secs(30)).await,
+                    "worker {i} waited 30 s for the lock"
+                );
                 let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
                 assert_eq!(n, 1, "worker {i} entered while another worker was inside");
                 sections.fetch_add(1, Ordering::SeqCst);
@@ -233,17 +292,29 @@ async fn basic(lib: &str, key: &str) {
         t.await.expect("a worker failed");
     }
     assert_eq!(sections.load(Ordering::SeqCst), WORKERS * ROUNDS);
-    ok(&format!("{WORKERS} workers x {ROUNDS} rounds, never two inside"));
+    ok(&format!(
+        "{WORKERS} workers x {ROUNDS} rounds, never two inside"
+    ));
 }
 
 async fn hold(lib: &str, key: &str) {
     let mut a = Holder::new(lib).await;
-    assert_eq!(a.try_acquire(key, Duration::from_secs(30)).await, Ok(true), "A's acquire of a free lock");
+    assert_eq!(
+        a.try_acquire(key, Duration::from_secs(30)).await,
+        Ok(true),
+        "A's acquire of a free lock"
+    );
     let got = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let waiter = {
-        let (got, stop, errors, lib, key) = (got.clone(), stop.clone(), errors.clone(), lib.to_string(), key.to_string());
+        let (got, stop, errors, lib, key) = (
+            got.clone(),
+            stop.clone(),
+            errors.clone(),
+            lib.to_string(),
+            key.to_string(),
+        );
         tokio::spawn(async move {
             let mut b = Holder::new(&lib).await;
             while !stop.load(Ordering::SeqCst) {
@@ -262,17 +333,36 @@ async fn hold(lib: &str, key: &str) {
     };
     println!("held");
     let mut line = String::new();
-    tokio::io::BufReader::new(tokio::io::stdin()).read_line(&mut line).await.expect("reading stdin");
+    tokio::io::BufReader::new(tokio::io::stdin())
+        .read_line(&mut line)
+        .await
+        .expect("reading stdin");
     assert_eq!(line.trim(), "killed", "stdin");
-    assert!(!got.load(Ordering::SeqCst), "B got the lock A holds, across the leader kill");
-    assert!(a.owned(key).await, "A does not own its lock after the leader kill");
-    assert!(a.extend(key, Duration::from_secs(30)).await, "A's extend after the leader kill");
+    assert!(
+        !got.load(Ordering::SeqCst),
+        "B got the lock A holds, across the leader kill"
+    );
+    assert!(
+        a.owned(key).await,
+        "A does not own its lock after the leader kill"
+    );
+    assert!(
+        a.extend(key, Duration::from_secs(30)).await,
+        "A's extend after the leader kill"
+    );
     ok("A still owns its lock after the kill and extended it");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(!got.load(Ordering::SeqCst), "B got the lock A holds, after the leader kill");
+    assert!(
+        !got.load(Ordering::SeqCst),
+        "B got the lock A holds, after the leader kill"
+    );
     {
         let errs = errors.lock().unwrap();
-        ok(&format!("B still refused ({} errors during the election: {:?})", errs.len(), errs.iter().take(3).collect::<Vec<_>>()));
+        ok(&format!(
+            "B still refused ({} errors during the election: {:?})",
+            errs.len(),
+            errs.iter().take(3).collect::<Vec<_>>()
+        ));
     }
     a.release(key).await;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -280,7 +370,10 @@ async fn hold(lib: &str, key: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     stop.store(true, Ordering::SeqCst);
-    assert!(got.load(Ordering::SeqCst), "B did not get the lock within 10 s of A's release");
+    assert!(
+        got.load(Ordering::SeqCst),
+        "B did not get the lock within 10 s of A's release"
+    );
     waiter.await.expect("the waiter failed");
     ok("B acquired after A's release");
 }
@@ -289,7 +382,11 @@ async fn hold(lib: &str, key: &str) {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     assert_eq!(args.len(), 3, "usage: fencer-rustlibs LIBRARY basic|hold");
-    let key = format!("{}:{}", std::env::var("LOCK_KEY").unwrap_or_else(|_| "rustlibs".into()), unique());
+    let key = format!(
+        "{}:{}",
+        std::env::var("LOCK_KEY").unwrap_or_else(|_| "rustlibs".into()),
+        unique()
+    );
     match args[2].as_str() {
         "basic" => basic(&args[1], &key).await,
         "hold" => hold(&args[1], &key).await,
