@@ -291,7 +291,7 @@ func rustPrepare(t *testing.T) pyrustDriver {
 	if err != nil {
 		home, _ := os.UserHomeDir()
 		if _, err2 := os.Stat(filepath.Join(home, ".cargo", "bin", "cargo")); err2 != nil {
-			t.Fatal("cargo is not on PATH; these tests build the Rust lock libraries with it (rustup, or Debian: apt-get install cargo)")
+			t.Fatal("cargo is not on PATH or in ~/.cargo/bin; these tests build the Rust lock libraries with it (Rust 1.88 or later: rustup)")
 		}
 		cargo = filepath.Join(home, ".cargo", "bin", "cargo")
 	}

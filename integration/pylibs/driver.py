@@ -462,7 +462,7 @@ async def hold(make):
                     got.set()
                     return
             except Exception as e:  # a command in flight across the kill
-                errors.append(repr(e))
+                errors.append(f"{type(e).__name__}: {e}")
             await asyncio.sleep(0.2)
 
     task = asyncio.create_task(waiter())
