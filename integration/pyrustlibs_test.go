@@ -30,23 +30,28 @@ import (
 // language; with FENCER_LIBS_FULL=1 (make test-pyrust-libs-full, in make
 // check-full) every library gets one, and the Redlock-style libraries are
 // also given every address: of three redis-servers, and of a cluster
-// started with --redlock-multi-endpoint.
+// started with --redlock-multi-endpoint; and the libraries whose client
+// can speak RESP3 run with it doing so, against redis-server and through a
+// follower.
 
 // pyLibraries are the driver's library names; redlock marks those given
 // every address.
 var pyLibraries = []pyrustLib{
-	{name: "redis-py"}, {name: "redis-py-asyncio"},
-	{name: "pottery-redlock", redlock: true}, {name: "pottery-aioredlock", redlock: true},
-	{name: "aioredlock", redlock: true}, {name: "python-redis-lock"},
-	{name: "redlock-py", redlock: true}, {name: "sherlock"}, {name: "tooz"},
+	{name: "redis-py", resp3: true}, {name: "redis-py-asyncio", resp3: true},
+	{name: "pottery-redlock", redlock: true, resp3: true}, {name: "pottery-aioredlock", redlock: true, resp3: true},
+	{name: "aioredlock", redlock: true}, {name: "python-redis-lock", resp3: true},
+	{name: "redlock-py", redlock: true, resp3: true}, {name: "sherlock", resp3: true}, {name: "tooz"},
 }
 
-var rustLibraries = []pyrustLib{{name: "rslock", redlock: true}, {name: "redis-rs"}}
+var rustLibraries = []pyrustLib{{name: "rslock", redlock: true, resp3: true}, {name: "redis-rs", resp3: true}}
 
 // pyrustLib is one library of a driver.
 type pyrustLib struct {
 	name    string
 	redlock bool
+	// resp3: the library's client can be made to speak RESP3
+	// (LOCK_PROTOCOL=3; redis-py's protocol=3, redis-rs's protocol=resp3).
+	resp3 bool
 }
 
 // pyrustKillOne is the library per language whose leader kill make check
@@ -59,11 +64,12 @@ type pyrustDriver struct {
 	dir  string
 }
 
-func (d pyrustDriver) cmd(ctx context.Context, lib, mode string, addrs []string) *exec.Cmd {
+func (d pyrustDriver) cmd(ctx context.Context, lib, mode string, addrs []string, env ...string) *exec.Cmd {
 	argv := append(append([]string{}, d.argv...), lib, mode)
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Dir = d.dir
 	c.Env = append(os.Environ(), "LOCK_ADDRS="+strings.Join(addrs, ","), "LOCK_KEY=pyrust-"+lib+"-"+mode)
+	c.Env = append(c.Env, env...)
 	return c
 }
 
@@ -111,6 +117,22 @@ func pyrustMatrix(t *testing.T, d pyrustDriver, libs []pyrustLib) {
 	if !pyrustFull() {
 		return
 	}
+	t.Run("redis-resp3", func(t *testing.T) {
+		r := redistest.Start(t)
+		for _, lib := range libs {
+			if lib.resp3 {
+				t.Run(lib.name, func(t *testing.T) { pyrustBasic(t, d, lib.name, []string{r.Addr}, "LOCK_PROTOCOL=3") })
+			}
+		}
+	})
+	t.Run(rlOneAddress.String()+"-resp3", func(t *testing.T) {
+		env := rlStart(t, rlOneAddress)
+		for _, lib := range libs {
+			if lib.resp3 {
+				t.Run(lib.name, func(t *testing.T) { pyrustBasic(t, d, lib.name, env.addrs, "LOCK_PROTOCOL=3") })
+			}
+		}
+	})
 	t.Run("redis-every-address", func(t *testing.T) {
 		var addrs []string
 		for _, r := range redistest.StartN(t, 3) {
@@ -132,11 +154,12 @@ func pyrustMatrix(t *testing.T, d pyrustDriver, libs []pyrustLib) {
 	})
 }
 
-// pyrustBasic runs the driver's basic scenario against addrs.
-func pyrustBasic(t *testing.T, d pyrustDriver, lib string, addrs []string) {
+// pyrustBasic runs the driver's basic scenario against addrs, with env
+// added to its environment.
+func pyrustBasic(t *testing.T, d pyrustDriver, lib string, addrs []string, env ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := d.cmd(ctx, lib, "basic", addrs).CombinedOutput()
+	out, err := d.cmd(ctx, lib, "basic", addrs, env...).CombinedOutput()
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "PASS") {
 		t.Fatalf("%s against %v: %v\n%s", lib, addrs, err, out)
 	}

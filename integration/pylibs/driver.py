@@ -37,6 +37,9 @@ KEY = os.environ.get("LOCK_KEY", "pylibs") + ":" + uuid.uuid4().hex[:8]
 # SOCKET_TIMEOUT outlasts an election: a follower holds a command until a
 # new leader answers it.
 SOCKET_TIMEOUT = 15
+# PROTOCOL is the RESP version redis-py's clients speak: 2 (the default)
+# or 3 (HELLO 3).
+PROTOCOL = int(os.environ.get("LOCK_PROTOCOL", "2"))
 WORKERS = 3
 ROUNDS = 4
 
@@ -44,13 +47,13 @@ ROUNDS = 4
 def sync_clients():
     import redis
 
-    return [redis.Redis(host=h, port=p, socket_timeout=SOCKET_TIMEOUT) for h, p in ADDRS]
+    return [redis.Redis(host=h, port=p, socket_timeout=SOCKET_TIMEOUT, protocol=PROTOCOL) for h, p in ADDRS]
 
 
 def async_clients():
     import redis.asyncio
 
-    return [redis.asyncio.Redis(host=h, port=p, socket_timeout=SOCKET_TIMEOUT) for h, p in ADDRS]
+    return [redis.asyncio.Redis(host=h, port=p, socket_timeout=SOCKET_TIMEOUT, protocol=PROTOCOL) for h, p in ADDRS]
 
 
 class Adapter:
@@ -284,7 +287,8 @@ class RedlockPy(SyncAdapter):
     def __init__(self):
         from redlock import Redlock
 
-        self.dlm = Redlock([{"host": h, "port": p, "socket_timeout": SOCKET_TIMEOUT} for h, p in ADDRS], retry_count=1)
+        conns = [{"host": h, "port": p, "socket_timeout": SOCKET_TIMEOUT, "protocol": PROTOCOL} for h, p in ADDRS]
+        self.dlm = Redlock(conns, retry_count=1)
         self.lock = None
 
     def s_try_acquire(self, ttl):

@@ -47,11 +47,17 @@ else
     return 0
 end"#;
 
+/// addrs are LOCK_ADDRS as redis-rs URLs; LOCK_PROTOCOL=3 makes the
+/// connections speak RESP3 (HELLO 3).
 fn addrs() -> Vec<String> {
+    let query = match std::env::var("LOCK_PROTOCOL").as_deref() {
+        Ok("3") => "?protocol=resp3",
+        _ => "",
+    };
     std::env::var("LOCK_ADDRS")
         .expect("LOCK_ADDRS is not set")
         .split(',')
-        .map(|a| format!("redis://{a}/"))
+        .map(|a| format!("redis://{a}/{query}"))
         .collect()
 }
 
