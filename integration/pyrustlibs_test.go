@@ -30,7 +30,7 @@ import (
 // language; with FENCER_LIBS_FULL=1 (make test-pyrust-libs-full, in make
 // check-full) every library gets one, and the Redlock-style libraries are
 // also given every address: of three redis-servers, and of a cluster
-// started with --redlock-multi-endpoint; and the libraries whose client
+// started with --redlock-multi-endpoint, with a leader kill each; and the libraries whose client
 // can speak RESP3 run with it doing so, against redis-server and through a
 // follower.
 
@@ -111,7 +111,7 @@ func pyrustMatrix(t *testing.T, d pyrustDriver, libs []pyrustLib) {
 				pyrustRestartKilled(t, env)
 			}
 			killed = true
-			t.Run("leader-kill/"+lib.name, func(t *testing.T) { pyrustLeaderKill(t, env, d, lib.name) })
+			t.Run("leader-kill/"+lib.name, func(t *testing.T) { pyrustLeaderKill(t, env, d, lib.name, false) })
 		}
 	})
 	if !pyrustFull() {
@@ -143,6 +143,11 @@ func pyrustMatrix(t *testing.T, d pyrustDriver, libs []pyrustLib) {
 				t.Run(lib.name, func(t *testing.T) { pyrustBasic(t, d, lib.name, addrs) })
 			}
 		}
+		for _, lib := range libs {
+			if lib.redlock {
+				t.Run("master-kill/"+lib.name, func(t *testing.T) { pyrustRedisKill(t, d, lib.name) })
+			}
+		}
 	})
 	t.Run(rlEveryAddress.String(), func(t *testing.T) {
 		env := rlStart(t, rlEveryAddress)
@@ -150,6 +155,17 @@ func pyrustMatrix(t *testing.T, d pyrustDriver, libs []pyrustLib) {
 			if lib.redlock {
 				t.Run(lib.name, func(t *testing.T) { pyrustBasic(t, d, lib.name, env.addrs) })
 			}
+		}
+		killed := false
+		for _, lib := range libs {
+			if !lib.redlock {
+				continue
+			}
+			if killed {
+				pyrustRestartKilled(t, env)
+			}
+			killed = true
+			t.Run("leader-kill/"+lib.name, func(t *testing.T) { pyrustLeaderKill(t, env, d, lib.name, true) })
 		}
 	})
 }
@@ -166,16 +182,54 @@ func pyrustBasic(t *testing.T, d pyrustDriver, lib string, addrs []string, env .
 	t.Logf("%s: %d steps checked", lib, strings.Count(string(out), "ok: "))
 }
 
-// pyrustLeaderKill has the driver hold a lock through a follower, kills
-// the leader with SIGKILL, waits for a new one, and lets the driver check
-// that the lock is still its holder's and its waiter still waits (then
-// that the waiter gets it once released).
-func pyrustLeaderKill(t *testing.T, env *rlEnv, d pyrustDriver, lib string) {
+// pyrustLeaderKill has the driver hold a lock through a follower (every
+// node, if every), kills the leader with SIGKILL and waits for a new one
+// (pyrustHold).
+func pyrustLeaderKill(t *testing.T, env *rlEnv, d pyrustDriver, lib string, every bool) {
 	leader := env.leader(t, nil)
-	addr := env.nodes[(leader+1)%3].addr
+	addrs := []string{env.nodes[(leader+1)%3].addr}
+	if every {
+		addrs = env.addrs
+	}
+	pyrustHold(t, d, lib, addrs, func() {
+		start := time.Now()
+		env.nodes[leader].kill9(t)
+		next, err := env.awaitLeader(map[int]bool{leader: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killed node %d (the leader) while %s held its lock through %v; node %d leads %v later",
+			leader+1, lib, addrs, next+1, time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// pyrustRedisKill is the control of a leader kill for a Redlock given
+// every address: the driver holds a lock on three redis-servers and one
+// of them is shut down (SHUTDOWN NOSAVE: the process exits, as a killed
+// master would).
+func pyrustRedisKill(t *testing.T, d pyrustDriver, lib string) {
+	servers := redistest.StartN(t, 3)
+	var addrs []string
+	for _, r := range servers {
+		addrs = append(addrs, r.Addr)
+	}
+	pyrustHold(t, d, lib, addrs, func() {
+		_, _ = rlDo(servers[0].Addr, requestTimeout, "SHUTDOWN", "NOSAVE")
+		if err := pingOnce(servers[0].Addr); err == nil {
+			t.Fatalf("redis-server %s still answers after SHUTDOWN NOSAVE", servers[0].Addr)
+		}
+		t.Logf("shut down redis-server %s while %s held its lock on %v", servers[0].Addr, lib, addrs)
+	})
+}
+
+// pyrustHold runs the driver's hold scenario against addrs: once it holds
+// the lock, kill runs (a leader kill), and the driver checks that the lock
+// is still its holder's and its waiter still waits, then that the waiter
+// gets it once released.
+func pyrustHold(t *testing.T, d pyrustDriver, lib string, addrs []string, kill func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := d.cmd(ctx, lib, "hold", []string{addr})
+	cmd := d.cmd(ctx, lib, "hold", addrs)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -213,14 +267,7 @@ func pyrustLeaderKill(t *testing.T, env *rlEnv, d pyrustDriver, lib string) {
 		err := <-exited
 		t.Fatalf("%s never held the lock: %v\n%s", lib, err, finish())
 	}
-	start := time.Now()
-	env.nodes[leader].kill9(t)
-	next, err := env.awaitLeader(map[int]bool{leader: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("killed node %d (the leader) while %s held its lock through node %d; node %d leads %v later",
-		leader+1, lib, (leader+1)%3+1, next+1, time.Since(start).Round(time.Millisecond))
+	kill()
 	if _, err := io.WriteString(stdin, "killed\n"); err != nil {
 		t.Fatalf("telling %s the leader was killed: %v\n%s", lib, err, finish())
 	}
@@ -229,7 +276,7 @@ func pyrustLeaderKill(t *testing.T, env *rlEnv, d pyrustDriver, lib string) {
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(text), "PASS") {
 		t.Fatalf("%s across a leader kill: %v\n%s", lib, err, text)
 	}
-	t.Logf("%s across the leader kill:\n%s", lib, text)
+	t.Logf("%s across the kill:\n%s", lib, text)
 }
 
 // pyrustRestartKilled restarts the node a leader kill left dead, and waits
