@@ -29,10 +29,11 @@ import (
 // across a kill -9 of the leader. make check runs one leader kill per
 // language; with FENCER_LIBS_FULL=1 (make test-pyrust-libs-full, in make
 // check-full) every library gets one, and the Redlock-style libraries are
-// also given every address: of three redis-servers, and of a cluster
-// started with --redlock-multi-endpoint, with a leader kill each; and the libraries whose client
-// can speak RESP3 run with it doing so, against redis-server and through a
-// follower.
+// also given every address: of three redis-servers (one of them shut down
+// while a lock is held, as the control of a leader kill), and of a cluster
+// started with --redlock-multi-endpoint (with a leader kill); and the
+// libraries whose client can speak RESP3 run with it doing so, against
+// redis-server and through a follower.
 
 // pyLibraries are the driver's library names; redlock marks those given
 // every address.
