@@ -23,8 +23,8 @@
 //! Libraries: `rslock` (a Redlock: given every address), and `redis-rs`, the
 //! plain lock of Redis's distributed-lock page written with redis-rs: `SET
 //! key value NX PX ttl`, released by compare-and-delete and extended by
-//! compare-and-pexpire, both sent as redis-rs sends scripts (EVALSHA, then
-//! EVAL on NOSCRIPT). It is given the first address.
+//! compare-and-pexpire, both sent as redis-rs sends scripts (EVALSHA; on
+//! NOSCRIPT, SCRIPT LOAD and EVALSHA again). It is given the first address.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
