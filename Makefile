@@ -137,9 +137,10 @@ test-java-libs-full: build
 # a venv of integration/pylibs/requirements.txt with /usr/bin/python3 in
 # ~/.cache/fencer-pylibs and builds integration/rustlibs with cargo into
 # ~/.cache/fencer-rustlibs/target (offline once its crates are fetched).
-# test-pyrust-libs-full adds a leader kill per library, and the Redlock
-# libraries given every address of three redis-servers and of a cluster
-# started with --redlock-multi-endpoint.
+# test-pyrust-libs-full adds a leader kill per library, RESP3 where the
+# client speaks it, and the Redlock libraries given every address of three
+# redis-servers and of a cluster started with --redlock-multi-endpoint,
+# holding a lock across a kill there too.
 PYRUST_LIBS_TEST = $(GO) test -count=1 -timeout 15m -tags fencer_pyrust -run '^Test(Python|Rust)LockLibraries$$' ./integration/
 test-pyrust-libs:
 	$(PYRUST_LIBS_TEST)
