@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-java-libs test-java-libs-full release release-check install
+.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-java-libs test-java-libs-full test-pyrust-libs test-pyrust-libs-full release release-check install
 
 all: build
 
@@ -59,6 +59,8 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./... ./integration/testdata/sessionchild
 	$(STATICCHECK) ./... ./integration/testdata/sessionchild
+	$(GO) vet -tags fencer_pyrust ./integration/
+	$(STATICCHECK) -tags fencer_pyrust ./integration/
 	cd fence/fenceetcd && $(GO) vet ./... && $(STATICCHECK) ./...
 
 # check: install the Debian packages the tests need when it can (root with
@@ -74,7 +76,8 @@ TIMED = scripts/timed.sh
 # test: lint, then every test (unit, in-process, integration) with -race,
 # then the server's fault-point tests, which need -tags fencer_faults, the
 # etcd validator's module, the Helm chart's check, the Node.js and Python
-# clients' suites, and the Java lock libraries (test-java-libs).
+# clients' suites, the Java lock libraries (test-java-libs), and the
+# Python and Rust lock libraries (test-pyrust-libs).
 test:
 	$(TIMED) lint $(MAKE) lint
 	$(TIMED) go-test $(GO) test -race -count=1 -timeout 15m ./...
@@ -83,12 +86,15 @@ test:
 	$(TIMED) test-node $(MAKE) test-node
 	$(TIMED) test-python $(MAKE) test-python
 	$(TIMED) test-java-libs $(MAKE) test-java-libs
+	$(TIMED) test-pyrust-libs $(MAKE) test-pyrust-libs
 
 # check-full: make check, then the Java lock libraries' full matrix (a
 # leader kill under every API of integration/java-libs, not one per
-# library family).
+# library family), and the Python and Rust libraries' (a leader kill per
+# library, and the Redlock ones given every address).
 check-full: check
 	$(TIMED) test-java-libs-full $(MAKE) test-java-libs-full
+	$(TIMED) test-pyrust-libs-full $(MAKE) test-pyrust-libs-full
 
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:
@@ -121,6 +127,25 @@ test-java-libs: build
 	if [ -e $(JAVA_LIBS_STAMP) ]; then $(JAVA_LIBS_MVN) -o test; else $(JAVA_LIBS_MVN) test && touch $(JAVA_LIBS_STAMP); fi
 test-java-libs-full: build
 	if [ -e $(JAVA_LIBS_STAMP) ]; then $(JAVA_LIBS_MVN) -o -Dfencer.exclude= test; else $(JAVA_LIBS_MVN) -Dfencer.exclude= test && touch $(JAVA_LIBS_STAMP); fi
+
+# test-pyrust-libs: the Python lock libraries (redis-py's Lock, sync and
+# asyncio, pottery, aioredlock, python-redis-lock, redlock-py, sherlock,
+# tooz) and the Rust ones (rslock, a redis-rs SET NX PX lock) run unchanged
+# against a real redis-server (the control), a one-node fencerd and a
+# follower of a three-node cluster, and one leader kill per language
+# (integration/pyrustlibs_test.go, build tag fencer_pyrust). The test makes
+# a venv of integration/pylibs/requirements.txt with /usr/bin/python3 in
+# ~/.cache/fencer-pylibs and builds integration/rustlibs with cargo into
+# ~/.cache/fencer-rustlibs/target (offline once its crates are fetched).
+# test-pyrust-libs-full adds a leader kill per library, RESP3 where the
+# client speaks it, and the Redlock libraries given every address of three
+# redis-servers and of a cluster started with --redlock-multi-endpoint,
+# holding a lock across a kill there too.
+PYRUST_LIBS_TEST = $(GO) test -count=1 -timeout 15m -tags fencer_pyrust -run '^Test(Python|Rust)LockLibraries$$' ./integration/
+test-pyrust-libs:
+	$(PYRUST_LIBS_TEST)
+test-pyrust-libs-full:
+	FENCER_LIBS_FULL=1 $(PYRUST_LIBS_TEST)
 
 # integ: the integration tests only (real fencerd processes, redis-cli).
 integ:
