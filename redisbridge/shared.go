@@ -32,10 +32,6 @@ func (b *Bridge) semacquire(r *request) {
 // argument lead.
 func (b *Bridge) sharedAcquire(r *request, mode fsm.Mode, lead int) {
 	args := r.args
-	if len(args) < lead {
-		wrongArity(r)
-		return
-	}
 	ttl, ok := parseMillis(args[3])
 	if !ok {
 		writeError(r.c, errNotInteger)
@@ -64,10 +60,6 @@ func (b *Bridge) sharedAcquire(r *request, mode fsm.Mode, lead int) {
 // holders: FENCE.HOLDERS key → an array of [owner, token, remaining-ms,
 // session, mode, slot], one for each holder (empty if the key is free).
 func (b *Bridge) holders(r *request) {
-	if len(r.args) != 2 {
-		wrongArity(r)
-		return
-	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	hs, err := b.locker.Holders(ctx, string(r.args[1]))
@@ -91,10 +83,6 @@ func (b *Bridge) holders(r *request) {
 // reporting false if they are wrong; it returns the keys and the
 // arguments after them.
 func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte, ok bool) {
-	if len(args) <= at {
-		wrongArity(r)
-		return nil, nil, false
-	}
 	n, err := strconv.Atoi(string(args[at]))
 	switch {
 	case err != nil || n < 0:
@@ -117,10 +105,6 @@ func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte,
 // owner ttl-ms numkeys key [key ...], answering r and reporting false if it
 // is wrong; it returns the TTL, the keys and the arguments after them.
 func ttlAndKeys(r *request) (ttl time.Duration, keys []string, rest [][]byte, ok bool) {
-	if len(r.args) < 5 {
-		wrongArity(r)
-		return 0, nil, nil, false
-	}
 	if ttl, ok = parseMillis(r.args[2]); !ok {
 		writeError(r.c, errNotInteger)
 		return 0, nil, nil, false
@@ -170,10 +154,6 @@ func (b *Bridge) mextend(r *request) {
 // many of the keys were released, in one entry.
 func (b *Bridge) mrelease(r *request) {
 	args := r.args
-	if len(args) < 4 {
-		wrongArity(r)
-		return
-	}
 	keys, rest, ok := multiKeys(r, args, 2)
 	if !ok {
 		return

@@ -13,10 +13,6 @@ type tableSnapshotter interface {
 // a read). fencer snapshot save writes them to a file; fencerd --restore
 // seeds a new cluster from it.
 func (b *Bridge) snapshot(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
 	s, ok := b.locker.(tableSnapshotter)
 	if !ok {
 		writeError(r.c, errf("this server cannot snapshot its table"))

@@ -50,7 +50,7 @@ type connWatch struct {
 
 // watch: FENCE.WATCH key [FROM position].
 func (b *Bridge) watch(r *request) {
-	if len(r.args) != 2 && len(r.args) != 4 {
+	if len(r.args) == 3 { // FROM without its position
 		wrongArity(r)
 		return
 	}
