@@ -17,6 +17,23 @@ import (
 // FENCE.MEMBERS and FENCE.CLUSTER itself; JOIN, REMOVE and TRANSFER run on the leader and are
 // forwarded there like any write.
 
+// clusterNode is what the cluster commands, INFO and forwarding need of
+// the node.
+type clusterNode interface {
+	ID() string
+	// ClusterID is the cluster's ID, "" before one was committed.
+	ClusterID() string
+	Leader() (id, clientAddr string)
+	Members(ctx context.Context) ([]server.Member, error)
+	// PeerAddrs returns the client addresses of the other members.
+	PeerAddrs() []string
+	Join(ctx context.Context, id, raftAddr, clientAddr string) error
+	Remove(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, id string) error
+	// StateHash hashes this node's own lock table (FENCE.STATEHASH).
+	StateHash() (appliedIndex uint64, hash string)
+}
+
 // leader: FENCE.LEADER → [id, client-addr] of the leader, null if none known.
 func (b *Bridge) leader(r *request) {
 	id, addr := b.locker.Leader()
@@ -88,21 +105,11 @@ func (b *Bridge) writeOK(ctx context.Context, r *request, err error) {
 	r.c.WriteString("OK")
 }
 
-// stateHasher is implemented by nodes that can hash their lock table.
-type stateHasher interface {
-	StateHash() (appliedIndex uint64, hash string)
-}
-
 // statehash: FENCE.STATEHASH → [applied-index, sha256-hex] of this node's
 // own lock table, never forwarded. Nodes that applied the same log answer the
 // same; the fault campaign compares them.
 func (b *Bridge) statehash(r *request) {
-	h, ok := b.locker.(stateHasher)
-	if !ok {
-		writeError(r.c, errf("this server cannot hash its state"))
-		return
-	}
-	idx, sum := h.StateHash()
+	idx, sum := b.locker.StateHash()
 	r.c.WriteArray(2)
 	r.c.WriteUint64(idx)
 	r.c.WriteBulkString(sum)

@@ -18,46 +18,22 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// Locker is what the bridge needs of a fencer node (*server.Node).
+// Locker is what the bridge needs of a fencer node (*server.Node). Each
+// part is declared beside the commands that use it: the locks (native.go),
+// sessions (session.go), shared locks and several keys at once
+// (shared.go), the cluster (admin.go), watches (watch.go), snapshots
+// (snapshot.go), and the transactions of the Redis-compatible layer
+// (rediscompat.Node).
 type Locker interface {
-	Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (server.Grant, bool, error)
-	AcquireRedis(ctx context.Context, key, value string, ttl time.Duration) (server.Grant, bool, error)
-	Extend(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
-	Release(ctx context.Context, key, owner string) (bool, error)
-	Revoke(ctx context.Context, key string) (bool, error)
-	// Update commits a command of several steps as one entry (see
-	// server.Node.Update).
-	Update(ctx context.Context, keys []string, fn func(tx *server.Tx) error) error
-	Status(ctx context.Context, key string) (server.Status, bool, error)
-	// Sessions (see server.Node.OpenSession).
-	OpenSession(ctx context.Context, ttl time.Duration, user string) (uint64, error)
-	SessionUser(ctx context.Context, id uint64) (user string, open bool, err error)
-	KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bool, err error)
-	CloseSession(ctx context.Context, id uint64) (bool, error)
-	RevokeSession(ctx context.Context, id uint64) (bool, error)
-	Session(ctx context.Context, id uint64) (server.SessionStatus, bool, error)
-	AcquireInSession(ctx context.Context, session uint64, key, owner, value string, wait time.Duration) (server.Grant, bool, error)
-	ReleaseInSession(ctx context.Context, session uint64, key, owner string) (bool, error)
-	Proclaim(ctx context.Context, session uint64, key, owner, value string) (bool, error)
-	// Read-write locks, semaphores and several keys at once (see
-	// server.Node.AcquireShared and AcquireMany).
-	AcquireShared(ctx context.Context, a server.SharedAcquire) (server.Grant, bool, error)
-	Holders(ctx context.Context, key string) ([]server.Holding, error)
-	AcquireMany(ctx context.Context, a server.MultiAcquire) (server.Grant, bool, error)
-	ExtendMany(ctx context.Context, keys []string, owner string, ttl time.Duration) (int, error)
-	ReleaseMany(ctx context.Context, keys []string, owner string, session uint64) (int, error)
-	ID() string
-	// ClusterID is the cluster's ID, "" before one was committed.
-	ClusterID() string
-	Leader() (id, clientAddr string)
-	Members(ctx context.Context) ([]server.Member, error)
+	lockNode
+	sessionNode
+	sharedNode
+	clusterNode
+	watchNode
+	snapshotNode
+	rediscompat.Node
 	// DefaultLockTTL is the lease of a lock taken without a TTL (SETNX).
 	DefaultLockTTL() time.Duration
-	// PeerAddrs returns the client addresses of the other members.
-	PeerAddrs() []string
-	Join(ctx context.Context, id, raftAddr, clientAddr string) error
-	Remove(ctx context.Context, id string) error
-	TransferLeadership(ctx context.Context, id string) error
 }
 
 // handler serves one command.

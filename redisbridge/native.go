@@ -13,6 +13,15 @@ import (
 	"github.com/fencerlock/fencer/wire"
 )
 
+// lockNode is what the lock commands need of the node.
+type lockNode interface {
+	Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (server.Grant, bool, error)
+	Extend(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
+	Release(ctx context.Context, key, owner string) (bool, error)
+	Revoke(ctx context.Context, key string) (bool, error)
+	Status(ctx context.Context, key string) (server.Status, bool, error)
+}
+
 // maxMillis bounds millisecond arguments before they become a Duration.
 const maxMillis = int64(1<<63-1) / int64(time.Millisecond)
 

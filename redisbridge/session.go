@@ -6,10 +6,25 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencerlock/fencer/server"
 	"github.com/fencerlock/fencer/wire"
 )
+
+// sessionNode is what sessions need of the node (see
+// server.Node.OpenSession).
+type sessionNode interface {
+	OpenSession(ctx context.Context, ttl time.Duration, user string) (uint64, error)
+	SessionUser(ctx context.Context, id uint64) (user string, open bool, err error)
+	KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bool, err error)
+	CloseSession(ctx context.Context, id uint64) (bool, error)
+	RevokeSession(ctx context.Context, id uint64) (bool, error)
+	Session(ctx context.Context, id uint64) (server.SessionStatus, bool, error)
+	AcquireInSession(ctx context.Context, session uint64, key, owner, value string, wait time.Duration) (server.Grant, bool, error)
+	ReleaseInSession(ctx context.Context, session uint64, key, owner string) (bool, error)
+	Proclaim(ctx context.Context, session uint64, key, owner, value string) (bool, error)
+}
 
 // userName is the name of the connection's user; empty without
 // authentication.

@@ -12,6 +12,16 @@ import (
 	"github.com/fencerlock/fencer/wire"
 )
 
+// sharedNode is what read-write locks, semaphores and several keys at once
+// need of the node (see server.Node.AcquireShared and AcquireMany).
+type sharedNode interface {
+	AcquireShared(ctx context.Context, a server.SharedAcquire) (server.Grant, bool, error)
+	Holders(ctx context.Context, key string) ([]server.Holding, error)
+	AcquireMany(ctx context.Context, a server.MultiAcquire) (server.Grant, bool, error)
+	ExtendMany(ctx context.Context, keys []string, owner string, ttl time.Duration) (int, error)
+	ReleaseMany(ctx context.Context, keys []string, owner string, session uint64) (int, error)
+}
+
 // rwlock: FENCE.RLOCK / FENCE.WLOCK key owner ttl-ms [WAIT ms] [SESSION id]
 // → [token, ttl-ms], or null: a reader or the writer of a read-write lock.
 func (b *Bridge) rwlock(r *request) {
