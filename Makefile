@@ -126,6 +126,16 @@ test-java-libs-full: build
 integ:
 	$(GO) test -race -count=1 -timeout 10m -v ./integration/...
 
+# redisdiff-record: record a real redis-server's replies to the
+# differential corpus (integration/testdata/redisdiff) into
+# rediscompat/testdata/replies, which go test ./rediscompat compares fencer
+# with offline. Run it after changing a case; it refuses a redis-server of
+# another major version than the replies name (Redis 7 today). The live
+# comparison (integration's TestRedisDiff*) stays in make check.
+.PHONY: redisdiff-record
+redisdiff-record:
+	$(GO) run ./internal/cmd/redisdiffrecord
+
 # demo: the scenario from Kleppmann's "How to do distributed locking" with
 # real processes: a client paused with SIGSTOP past its lease writes late;
 # fencer's token makes the store refuse it, redsync's Redlock does not.
