@@ -218,7 +218,11 @@ func (t table) withCompat() {
 		if slices.Contains(d.Flags, "fast") {
 			acl = []string{"@fast"}
 		}
-		c := &command{name: name, arity: d.Arity, handler: (*Bridge).compat, keys: keySpec{first: d.First, last: d.Last, step: d.Step, engine: true},
+		var fl cmdFlags
+		if slices.Contains(d.Flags, "blocking") {
+			fl = blocking
+		}
+		c := &command{name: name, arity: d.Arity, flags: fl, handler: (*Bridge).compat, keys: keySpec{first: d.First, last: d.Last, step: d.Step, engine: true},
 			redisFlags: d.Flags, acl: acl, group: d.Group, summary: d.Summary}
 		t[name] = c
 	}
