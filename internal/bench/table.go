@@ -184,7 +184,7 @@ func targetRank(t string) int {
 	return len(targetOrder)
 }
 
-var workloadOrder = []string{Uncontended, Contended, ReadShared, Semaphore, "commits"}
+var workloadOrder = append(WorkloadNames(false), "commits")
 
 // Table renders rows as one Markdown table, fencer's rows beside the bare
 // raft baseline's and the peers', grouped by workload and client count,

@@ -159,7 +159,7 @@ func parseFlags() (options, error) {
 	var clients, workloads, nodes, raftArgs string
 	flag.StringVar(&o.binDir, "bin", "bin", "directory with fencerd and raftbench")
 	flag.StringVar(&clients, "clients", env("CLIENTS", "1 16 256"), "client counts (space- or comma-separated); env CLIENTS")
-	flag.StringVar(&workloads, "workloads", env("WORKLOADS", "uncontended contended rw-read semaphore"), "fencer workloads; env WORKLOADS")
+	flag.StringVar(&workloads, "workloads", env("WORKLOADS", strings.Join(bench.WorkloadNames(false), " ")), "fencer workloads; env WORKLOADS")
 	flag.StringVar(&nodes, "nodes", env("NODES", "1 3"), "fencer and raft cluster sizes; env NODES")
 	dur := flag.String("duration", env("DURATION", "5s"), "measured window of each run; env DURATION")
 	warm := flag.String("warmup", env("WARMUP", "1s"), "unmeasured warm-up before each run; env WARMUP")
@@ -195,6 +195,11 @@ func parseFlags() (options, error) {
 		return o, err
 	}
 	o.workloads = strings.Fields(strings.ReplaceAll(workloads, ",", " "))
+	for _, wl := range o.workloads {
+		if _, ok := bench.LookupWorkload(wl); !ok {
+			return o, fmt.Errorf("workloads: %w", bench.UnknownWorkload(wl))
+		}
+	}
 	o.raftArgs = strings.Fields(raftArgs)
 	if o.results == "" {
 		o.results = filepath.Join(o.binDir, "bench-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
