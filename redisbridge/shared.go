@@ -135,7 +135,12 @@ func (b *Bridge) macquire(r *request) {
 	if !ok {
 		return
 	}
-	a := server.MultiAcquire{Keys: keys, Owner: string(args[1]), TTL: ttl, Session: o.session}
+	if o.session != 0 {
+		// A transaction's commands carry no session part (fsm.Txn).
+		writeError(r.c, wire.FormatInvalidArgument("session", "several keys at once cannot be taken under a session"))
+		return
+	}
+	a := server.MultiAcquire{Keys: keys, Owner: string(args[1]), TTL: ttl}
 	b.runAcquire(r, args[:len(args)-len(rest)], o, false, func(ctx context.Context, wait time.Duration) (server.Grant, bool, error) {
 		a.Wait = wait
 		return b.locker.AcquireMany(ctx, a)
