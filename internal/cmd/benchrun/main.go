@@ -2,17 +2,16 @@
 // the peers in one run and prints one table.
 //
 // It starts a fresh one-node and a fresh three-node fencerd cluster on
-// loopback (data in a temp dir on disk), runs the uncontended and contended
-// workloads of `fencer bench` (internal/bench), and the read-lock and
-// semaphore-permit rows beside them (rw-read, semaphore), at each client
-// count, runs
-// the bare-raft baseline (internal/cmd/raftbench, one and three processes)
-// at the same concurrencies, and with -peers runs a copy of
-// shared/peerbench's run-peers.sh (redis, redis-aof-always, redlock, etcd),
-// patched to use a fresh owner per acquire for its own fencer targets.
+// loopback (data in a temp dir on disk), runs every workload of `fencer
+// bench` (bench.Workloads: uncontended, contended, rw-read, semaphore) at
+// each client count, runs the bare-raft baseline (internal/cmd/raftbench,
+// one and three processes) at the same concurrencies, and with -peers runs
+// a copy of the peers' benchmark's run-peers.sh (redis, redis-aof-always,
+// redlock, etcd; a peerbench checkout named by -peerbench), patched to use
+// a fresh owner per acquire for its own fencer targets.
 // Every JSON line goes to stdout as it comes and to -results; the table,
-// with the ratios issue 8 asks for, follows on stdout and goes to the same
-// name with .md.
+// with the ratios docs/performance.md sets goals for, follows on stdout and
+// goes to the same name with .md.
 //
 // Every process it starts is stopped when it is done with it, and all of
 // them on failure, on SIGINT and on SIGTERM.

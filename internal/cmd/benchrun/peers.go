@@ -18,7 +18,8 @@ import (
 
 func numCPU() int { return runtime.NumCPU() }
 
-// peerbenchFiles are the files of shared/peerbench that a run needs.
+// peerbenchFiles are the files of the peerbench checkout (-peerbench) that
+// a run needs.
 var peerbenchFiles = []string{"go.mod", "go.sum", "run-peers.sh"}
 
 // ownerPatch makes peerbench's fencer target use a fresh owner per acquire.
