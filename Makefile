@@ -183,8 +183,8 @@ chaos-clock:
 
 # bench: fencer (one node and three) beside bare raft on the same settings
 # and, with PEERS=1, beside redis, redis-aof-always, redlock and etcd (a
-# patched copy of ../shared/peerbench), in one run; prints one table with
-# the ratios of issue 8. See docs/performance.md. Knobs: DURATION and
+# patched copy of a peerbench checkout, PEERBENCH), in one run; prints one
+# table with the ratios docs/performance.md sets goals for. Knobs: DURATION and
 # WARMUP of each run, CLIENTS, PEERS, PEER_TARGETS, BASE_DIR (not tmpfs),
 # RESULTS, KEEP_WORK=1, RAFT_ARGS (e.g. --batch-apply-ch=false).
 DURATION ?= 5s
