@@ -68,10 +68,11 @@ const (
 	whileSubscribed
 )
 
-// keySpec is where a command's lock names are. Exactly one of its forms is
-// set: positions (first, last, step as COMMAND reports them; last -1 is
-// the last argument), numKeysAt (the count of the keys that follow it),
-// none (the reason the command names no lock), or engine (the
+// keySpec is where a command's lock names are, in one of its forms:
+// positions (first, last, step as COMMAND reports them; last -1 is the
+// last argument), numKeysAt (the count of the keys that follow it), none
+// (the reason the command names no lock; with positions and channels, the
+// positions are shard channels COMMAND reports), or engine (the
 // Redis-compatible layer checks every key itself).
 type keySpec struct {
 	first, last, step int
