@@ -151,6 +151,16 @@ test-pyrust-libs-full:
 integ:
 	$(GO) test -race -count=1 -timeout 10m -v ./integration/...
 
+# redisdiff-record: record a real redis-server's replies to the
+# differential corpus (integration/testdata/redisdiff) into
+# rediscompat/testdata/replies, which go test ./rediscompat compares fencer
+# with offline. Run it after changing a case; it refuses a redis-server of
+# another major version than the replies name (Redis 7 today). The live
+# comparison (integration's TestRedisDiff*) stays in make check.
+.PHONY: redisdiff-record
+redisdiff-record:
+	$(GO) run ./internal/cmd/redisdiffrecord
+
 # demo: the scenario from Kleppmann's "How to do distributed locking" with
 # real processes: a client paused with SIGSTOP past its lease writes late;
 # fencer's token makes the store refuse it, redsync's Redlock does not.
@@ -198,8 +208,8 @@ chaos-clock:
 
 # bench: fencer (one node and three) beside bare raft on the same settings
 # and, with PEERS=1, beside redis, redis-aof-always, redlock and etcd (a
-# patched copy of ../shared/peerbench), in one run; prints one table with
-# the ratios of issue 8. See docs/performance.md. Knobs: DURATION and
+# patched copy of a peerbench checkout, PEERBENCH), in one run; prints one
+# table with the ratios docs/performance.md sets goals for. Knobs: DURATION and
 # WARMUP of each run, CLIENTS, PEERS, PEER_TARGETS, BASE_DIR (not tmpfs),
 # RESULTS, KEEP_WORK=1, RAFT_ARGS (e.g. --batch-apply-ch=false).
 DURATION ?= 5s

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/client"
-	"github.com/fencerlock/fencer/internal/testnode"
 	"github.com/fencerlock/fencer/redisbridge"
+	"github.com/fencerlock/fencer/redisbridge/bridgetest"
 	"github.com/fencerlock/fencer/server"
 )
 
 // addrs holds the client address of the fencer node the examples and tests
 // talk to: a real single-node server started in-process by TestMain, with
-// Raft, its log store and the RESP bridge on loopback (testnode).
+// Raft, its log store and the RESP bridge on loopback (bridgetest).
 var addrs []string
 
 func TestMain(m *testing.M) {
@@ -45,7 +45,7 @@ func startNode(mod func(*server.Config)) (stop func(), addr string, err error) {
 // warm the client options that get through it. stop may be called more
 // than once.
 func startBridgedNode(mod func(*server.Config), bmod func(*redisbridge.Config), warm ...client.Option) (stop func(), addr string, err error) {
-	n, err := testnode.Start(mod, bmod)
+	n, err := bridgetest.Start(mod, bmod)
 	if err != nil {
 		return nil, "", err
 	}

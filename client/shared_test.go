@@ -416,9 +416,8 @@ func TestSharedLeasesUnderASession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// (AcquireAll under a session is left out: the server turns
-	// FENCE.MACQUIRE … SESSION into a transaction that its own log
-	// decoder refuses, and the node panics.)
+	// (AcquireAll under a session is left out: FENCE.MACQUIRE … SESSION
+	// is refused, as a transaction's commands carry no session part.)
 	if err := w.Downgrade(ctx); err != nil {
 		t.Fatalf("Downgrade under a session: %v", err)
 	}

@@ -17,12 +17,25 @@ import (
 // FENCE.MEMBERS and FENCE.CLUSTER itself; JOIN, REMOVE and TRANSFER run on the leader and are
 // forwarded there like any write.
 
+// clusterNode is what the cluster commands, INFO and forwarding need of
+// the node.
+type clusterNode interface {
+	ID() string
+	// ClusterID is the cluster's ID, "" before one was committed.
+	ClusterID() string
+	Leader() (id, clientAddr string)
+	Members(ctx context.Context) ([]server.Member, error)
+	// PeerAddrs returns the client addresses of the other members.
+	PeerAddrs() []string
+	Join(ctx context.Context, id, raftAddr, clientAddr string) error
+	Remove(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, id string) error
+	// StateHash hashes this node's own lock table (FENCE.STATEHASH).
+	StateHash() (appliedIndex uint64, hash string)
+}
+
 // leader: FENCE.LEADER → [id, client-addr] of the leader, null if none known.
 func (b *Bridge) leader(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
 	id, addr := b.locker.Leader()
 	if id == "" {
 		r.c.WriteNull()
@@ -53,10 +66,6 @@ func (b *Bridge) members(r *request) {
 
 // join: FENCE.JOIN id raft-addr client-addr → OK once the node is a voter.
 func (b *Bridge) join(r *request) {
-	if len(r.args) != 4 {
-		wrongArity(r)
-		return
-	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	b.writeOK(ctx, r, b.locker.Join(ctx, string(r.args[1]), string(r.args[2]), string(r.args[3])))
@@ -64,10 +73,6 @@ func (b *Bridge) join(r *request) {
 
 // remove: FENCE.REMOVE id → OK once the node is no longer a member.
 func (b *Bridge) remove(r *request) {
-	if len(r.args) != 2 {
-		wrongArity(r)
-		return
-	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	b.writeOK(ctx, r, b.locker.Remove(ctx, string(r.args[1])))
@@ -76,10 +81,6 @@ func (b *Bridge) remove(r *request) {
 // transfer: FENCE.TRANSFER [id] → OK once leadership moved (to id, or to the
 // most up-to-date follower).
 func (b *Bridge) transfer(r *request) {
-	if len(r.args) > 2 {
-		wrongArity(r)
-		return
-	}
 	id := ""
 	if len(r.args) == 2 {
 		id = string(r.args[1])
@@ -92,10 +93,6 @@ func (b *Bridge) transfer(r *request) {
 // forwarded: FENCE.FORWARDED → OK. Sent first by a node that forwards
 // commands over this connection; see connState.forwarded.
 func (b *Bridge) forwarded(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
 	r.conn.forwarded = true
 	r.c.WriteString("OK")
 }
@@ -108,25 +105,11 @@ func (b *Bridge) writeOK(ctx context.Context, r *request, err error) {
 	r.c.WriteString("OK")
 }
 
-// stateHasher is implemented by nodes that can hash their lock table.
-type stateHasher interface {
-	StateHash() (appliedIndex uint64, hash string)
-}
-
 // statehash: FENCE.STATEHASH → [applied-index, sha256-hex] of this node's
 // own lock table, never forwarded. Nodes that applied the same log answer the
 // same; the fault campaign compares them.
 func (b *Bridge) statehash(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
-	h, ok := b.locker.(stateHasher)
-	if !ok {
-		writeError(r.c, errf("this server cannot hash its state"))
-		return
-	}
-	idx, sum := h.StateHash()
+	idx, sum := b.locker.StateHash()
 	r.c.WriteArray(2)
 	r.c.WriteUint64(idx)
 	r.c.WriteBulkString(sum)
@@ -208,14 +191,9 @@ func infoField(info, field string) string {
 	return ""
 }
 
-// memberList checks that r (FENCE.MEMBERS or FENCE.CLUSTER) has no
-// arguments and returns the members, or answers the error and reports
-// false.
+// memberList returns the members for r (FENCE.MEMBERS or FENCE.CLUSTER),
+// or answers the error and reports false.
 func (b *Bridge) memberList(ctx context.Context, r *request) ([]server.Member, bool) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return nil, false
-	}
 	ms, err := b.locker.Members(ctx)
 	if err != nil {
 		writeErr(r.c, err)

@@ -159,25 +159,12 @@ func (b *Bridge) authenticate(r *request, name, password []byte) bool {
 	return false
 }
 
-// allowedBeforeAuth are the commands served to a connection that has not
-// authenticated.
-var allowedBeforeAuth = map[string]bool{"auth": true, "hello": true, "ping": true, "quit": true}
-
-// adminCommands need a user whose pattern is "*".
-var adminCommands = map[string]bool{
-	"fence.join": true, "fence.remove": true, "fence.transfer": true,
-	"fence.snapshot": true, "fence.statehash": true, "fence.forwarded": true,
-}
-
-// sessionAdmin reports whether a FENCE.SESSION subcommand needs a user
-// whose pattern is "*": REVOKE ends another client's session.
-func sessionAdmin(name string, args [][]byte) bool {
-	return name == "fence.session" && len(args) > 1 && strings.EqualFold(string(args[1]), "revoke")
-}
-
 // permission returns the error a command on st is refused with, or the
 // zero Error.
-func (b *Bridge) permission(st *connState, name string, args [][]byte) wire.Error {
+//
+// cmd is the command's entry, nil for a command the bridge does not have
+// (refused before AUTH, as Redis does).
+func (b *Bridge) permission(st *connState, cmd *command, name string, args [][]byte) wire.Error {
 	if !b.authRequired() {
 		return wire.Error{}
 	}
@@ -186,7 +173,7 @@ func (b *Bridge) permission(st *connState, name string, args [][]byte) wire.Erro
 		if name == "hello" && !helloHasAuth(args) {
 			return noAuthHello
 		}
-		if !allowedBeforeAuth[name] {
+		if cmd == nil || cmd.flags&beforeAuth == 0 {
 			return noAuth
 		}
 		return wire.Error{}
@@ -194,10 +181,13 @@ func (b *Bridge) permission(st *connState, name string, args [][]byte) wire.Erro
 	if u.Pattern == "*" {
 		return wire.Error{}
 	}
-	if adminCommands[name] || sessionAdmin(name, args) {
+	if cmd == nil {
+		return wire.Error{}
+	}
+	if cmd.needsAdmin(args) {
 		return wire.Error{Code: wire.NoPerm, Text: fmt.Sprintf("User %s has no permissions to run the '%s' command", u.Name, name)}
 	}
-	for _, k := range lockKeys(name, args) {
+	for _, k := range cmd.keys.lockKeys(args) {
 		if !match.Match(string(k), u.Pattern) {
 			return noPermKey
 		}
@@ -212,39 +202,6 @@ func helloHasAuth(args [][]byte) bool {
 		}
 	}
 	return false
-}
-
-// lockKeys returns the lock names a native command touches. The Redis
-// commands and scripts check their keys themselves (rediscompat), every
-// key each redis.call names included.
-func lockKeys(name string, args [][]byte) [][]byte {
-	switch name {
-	case "fence.acquire", "fence.extend", "fence.release", "fence.revoke",
-		"fence.status", "fence.token", "fence.check", "fence.proclaim", "fence.holder", "fence.watch",
-		"fence.rlock", "fence.wlock", "fence.semacquire", "fence.holders":
-		if len(args) > 1 {
-			return args[1:2]
-		}
-	case "fence.macquire", "fence.mextend":
-		return numKeysArgs(args, 3)
-	case "fence.mrelease":
-		return numKeysArgs(args, 2)
-	}
-	return nil
-}
-
-// numKeysArgs returns the keys of a command whose numkeys is args[at], or,
-// if that is not a count the arguments hold, every argument after at (so
-// that a malformed command is checked against every name it might touch).
-func numKeysArgs(args [][]byte, at int) [][]byte {
-	if len(args) <= at {
-		return nil
-	}
-	n, err := strconv.Atoi(string(args[at]))
-	if err != nil || n < 0 || len(args) < at+1+n {
-		return args[at+1:]
-	}
-	return args[at+1 : at+1+n]
 }
 
 // userTable builds the users by name and the AUTH command the forwarder

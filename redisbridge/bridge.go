@@ -18,46 +18,22 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// Locker is what the bridge needs of a fencer node (*server.Node).
+// Locker is what the bridge needs of a fencer node (*server.Node). Each
+// part is declared beside the commands that use it: the locks (native.go),
+// sessions (session.go), shared locks and several keys at once
+// (shared.go), the cluster (admin.go), watches (watch.go), snapshots
+// (snapshot.go), and the transactions of the Redis-compatible layer
+// (rediscompat.Node).
 type Locker interface {
-	Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (server.Grant, bool, error)
-	AcquireRedis(ctx context.Context, key, value string, ttl time.Duration) (server.Grant, bool, error)
-	Extend(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
-	Release(ctx context.Context, key, owner string) (bool, error)
-	Revoke(ctx context.Context, key string) (bool, error)
-	// Update commits a command of several steps as one entry (see
-	// server.Node.Update).
-	Update(ctx context.Context, keys []string, fn func(tx *server.Tx) error) error
-	Status(ctx context.Context, key string) (server.Status, bool, error)
-	// Sessions (see server.Node.OpenSession).
-	OpenSession(ctx context.Context, ttl time.Duration, user string) (uint64, error)
-	SessionUser(ctx context.Context, id uint64) (user string, open bool, err error)
-	KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bool, err error)
-	CloseSession(ctx context.Context, id uint64) (bool, error)
-	RevokeSession(ctx context.Context, id uint64) (bool, error)
-	Session(ctx context.Context, id uint64) (server.SessionStatus, bool, error)
-	AcquireInSession(ctx context.Context, session uint64, key, owner, value string, wait time.Duration) (server.Grant, bool, error)
-	ReleaseInSession(ctx context.Context, session uint64, key, owner string) (bool, error)
-	Proclaim(ctx context.Context, session uint64, key, owner, value string) (bool, error)
-	// Read-write locks, semaphores and several keys at once (see
-	// server.Node.AcquireShared and AcquireMany).
-	AcquireShared(ctx context.Context, a server.SharedAcquire) (server.Grant, bool, error)
-	Holders(ctx context.Context, key string) ([]server.Holding, error)
-	AcquireMany(ctx context.Context, a server.MultiAcquire) (server.Grant, bool, error)
-	ExtendMany(ctx context.Context, keys []string, owner string, ttl time.Duration) (int, error)
-	ReleaseMany(ctx context.Context, keys []string, owner string, session uint64) (int, error)
-	ID() string
-	// ClusterID is the cluster's ID, "" before one was committed.
-	ClusterID() string
-	Leader() (id, clientAddr string)
-	Members(ctx context.Context) ([]server.Member, error)
+	lockNode
+	sessionNode
+	sharedNode
+	clusterNode
+	watchNode
+	snapshotNode
+	rediscompat.Node
 	// DefaultLockTTL is the lease of a lock taken without a TTL (SETNX).
 	DefaultLockTTL() time.Duration
-	// PeerAddrs returns the client addresses of the other members.
-	PeerAddrs() []string
-	Join(ctx context.Context, id, raftAddr, clientAddr string) error
-	Remove(ctx context.Context, id string) error
-	TransferLeadership(ctx context.Context, id string) error
 }
 
 // handler serves one command.
@@ -107,7 +83,6 @@ type Bridge struct {
 	cfg     Config
 	locker  Locker
 	log     *slog.Logger
-	cmds    map[string]handler
 	users   map[string]*User
 	fwd     *forwarder
 	srv     *redcon.Server
@@ -154,62 +129,6 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 			return n
 		},
 	})
-	b.cmds = map[string]handler{
-		"ping":             (*Bridge).ping,
-		"quit":             (*Bridge).quit,
-		"echo":             (*Bridge).echo,
-		"hello":            (*Bridge).hello,
-		"auth":             (*Bridge).auth,
-		"select":           (*Bridge).selectDB,
-		"client":           (*Bridge).client,
-		"info":             (*Bridge).info,
-		"command":          (*Bridge).command,
-		"reset":            (*Bridge).reset,
-		"subscribe":        (*Bridge).subscribe,
-		"ssubscribe":       (*Bridge).subscribe,
-		"unsubscribe":      (*Bridge).unsubscribe,
-		"sunsubscribe":     (*Bridge).unsubscribe,
-		"wait":             (*Bridge).wait,
-		"psubscribe":       (*Bridge).subscribe,
-		"punsubscribe":     (*Bridge).unsubscribe,
-		"publish":          (*Bridge).publish,
-		"spublish":         (*Bridge).publish,
-		"fence.acquire":    (*Bridge).acquire,
-		"fence.extend":     (*Bridge).extend,
-		"fence.release":    (*Bridge).release,
-		"fence.revoke":     (*Bridge).revoke,
-		"fence.status":     (*Bridge).status,
-		"fence.token":      (*Bridge).token,
-		"fence.check":      (*Bridge).check,
-		"fence.session":    (*Bridge).session,
-		"fence.proclaim":   (*Bridge).proclaim,
-		"fence.holder":     (*Bridge).holder,
-		"fence.rlock":      (*Bridge).rwlock,
-		"fence.wlock":      (*Bridge).rwlock,
-		"fence.semacquire": (*Bridge).semacquire,
-		"fence.holders":    (*Bridge).holders,
-		"fence.macquire":   (*Bridge).macquire,
-		"fence.mextend":    (*Bridge).mextend,
-		"fence.mrelease":   (*Bridge).mrelease,
-		"fence.leader":     (*Bridge).leader,
-		"fence.watch":      (*Bridge).watch,
-		"fence.unwatch":    (*Bridge).unwatch,
-
-		"fence.members":   (*Bridge).members,
-		"fence.cluster":   (*Bridge).cluster,
-		"fence.join":      (*Bridge).join,
-		"fence.remove":    (*Bridge).remove,
-		"fence.transfer":  (*Bridge).transfer,
-		"fence.forwarded": (*Bridge).forwarded,
-		"fence.statehash": (*Bridge).statehash,
-		"fence.snapshot":  (*Bridge).snapshot,
-	}
-	// Every other Redis command the Redis-compatible layer has.
-	for _, name := range rediscompat.Names() {
-		if _, own := b.cmds[name]; !own {
-			b.cmds[name] = (*Bridge).compat
-		}
-	}
 	return b, nil
 }
 
@@ -279,29 +198,34 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	name := strings.ToLower(string(cmd.Args[0]))
-	if e := b.permission(st, name, cmd.Args); e.Code != "" {
+	entry := commands[name]
+	if e := b.permission(st, entry, name, cmd.Args); e.Code != "" {
 		writeError(c, e)
 		return
 	}
-	h, ok := b.cmds[name]
-	if !ok {
+	if entry == nil {
 		writeError(c, unknownCommand(cmd.Args))
 		return
 	}
-	if st.proto == 2 && st.sub != nil && (st.sub.count() > 0 || st.watching()) && !allowedWhileSubscribed[name] {
+	if st.proto == 2 && st.sub != nil && (st.sub.count() > 0 || st.watching()) && entry.flags&whileSubscribed == 0 {
 		// RESP2 cannot tell a reply from a message: Redis allows only these
 		// while subscribed.
 		writeError(c, errf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))
 		return
 	}
-	h(b, &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st})
+	r := &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st}
+	if !entry.arityOK(len(cmd.Args)) {
+		wrongArity(r)
+		return
+	}
+	entry.handler(b, r)
 }
 
 // commandName is the name Redis reports for a command: "get", or
 // "client|info" for a subcommand.
 func commandName(args [][]byte) string {
 	name := strings.ToLower(string(args[0]))
-	if len(args) > 1 && hasSubcommands[name] {
+	if c := commands[name]; len(args) > 1 && c != nil && c.subcommands != nil {
 		return name + "|" + strings.ToLower(string(args[1]))
 	}
 	return name
@@ -407,7 +331,7 @@ func (b *Bridge) redispatch(_ context.Context, r *request) {
 		return
 	}
 	r.redispatched++
-	b.cmds[strings.ToLower(string(r.args[0]))](b, r)
+	commands[strings.ToLower(string(r.args[0]))].handler(b, r)
 }
 
 // maxRedispatch bounds how often one command is run again after the leader

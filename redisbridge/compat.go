@@ -16,7 +16,10 @@ import (
 // EVALSHA of a script this node knows goes to the leader as EVAL, so that a
 // leader that never saw the script still runs it.
 func (b *Bridge) compat(r *request) {
-	wait := blockingWait(r.args)
+	wait := time.Duration(0)
+	if c := commands[strings.ToLower(string(r.args[0]))]; c != nil && c.flags&blocking != 0 {
+		wait = blockingWait(r.args)
+	}
 	ctx, cancel := b.requestCtx(wait)
 	defer cancel()
 	if wait > 0 {
@@ -37,11 +40,11 @@ func (b *Bridge) compat(r *request) {
 // (forever in Redis).
 const maxBlockingWait = time.Hour
 
-// blockingWait is how long a BLPOP or BRPOP may wait: its timeout, or
-// maxBlockingWait for 0; zero for every other command.
+// blockingWait is how long a blocking command (BLPOP, BRPOP: flagged
+// blocking in the table, their timeout last) may wait: its timeout, or
+// maxBlockingWait for 0.
 func blockingWait(args [][]byte) time.Duration {
-	name := strings.ToLower(string(args[0]))
-	if (name != "blpop" && name != "brpop") || len(args) < 3 {
+	if len(args) < 3 {
 		return 0
 	}
 	secs, err := strconv.ParseFloat(string(args[len(args)-1]), 64)

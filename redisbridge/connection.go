@@ -48,10 +48,6 @@ func (r *request) verbatim(text string) {
 }
 
 func (b *Bridge) echo(r *request) {
-	if len(r.args) != 2 {
-		wrongArity(r)
-		return
-	}
 	r.c.WriteBulk(r.args[1])
 }
 
@@ -134,8 +130,6 @@ func authOK(user []byte) bool { return string(user) == "default" }
 // auth: AUTH [username] password.
 func (b *Bridge) auth(r *request) {
 	switch {
-	case len(r.args) < 2:
-		wrongArity(r)
 	case len(r.args) > 3:
 		writeError(r.c, errSyntax)
 	case b.authRequired():
@@ -157,10 +151,6 @@ func (b *Bridge) auth(r *request) {
 
 // selectDB: SELECT index. fencer has one database, 0.
 func (b *Bridge) selectDB(r *request) {
-	if len(r.args) != 2 {
-		wrongArity(r)
-		return
-	}
 	v, err := strconv.ParseInt(string(r.args[1]), 10, 32)
 	switch {
 	case err != nil:
@@ -185,10 +175,6 @@ func validClientAttr(v []byte) bool {
 
 // client: CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | INFO.
 func (b *Bridge) client(r *request) {
-	if len(r.args) < 2 {
-		wrongArity(r)
-		return
-	}
 	sub := strings.ToLower(string(r.args[1]))
 	arity := map[string]int{"id": 2, "getname": 2, "setname": 3, "setinfo": 4, "info": 2}
 	n, ok := arity[sub]
@@ -249,10 +235,6 @@ func (b *Bridge) client(r *request) {
 // reset: RESET → RESET. Leaves every channel, returns to RESP2 and forgets
 // the client name, as Redis does.
 func (b *Bridge) reset(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
 	if r.conn.sub != nil {
 		b.hub.leaveAll(r.conn.sub)
 	}
@@ -320,10 +302,6 @@ func (b *Bridge) connCount() int64 {
 // larger that fencer can vouch for. Redisson sends it after a lock's write
 // when configured with replicas (docs/redlock.md).
 func (b *Bridge) wait(r *request) {
-	if len(r.args) != 3 {
-		wrongArity(r)
-		return
-	}
 	if _, err := strconv.ParseInt(string(r.args[1]), 10, 64); err != nil {
 		writeError(r.c, errNotInteger)
 		return

@@ -133,15 +133,15 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 	}
 }
 
-func (f faultyLocker) Members(context.Context) ([]server.Member, error)   { return nil, f.err }
-func (f faultyLocker) PeerAddrs() []string                                { return nil }
-func (f faultyLocker) DefaultLockTTL() time.Duration                      { return 30 * time.Second }
-func (f faultyLocker) Join(context.Context, string, string, string) error { return f.err }
-func (f faultyLocker) Remove(context.Context, string) error               { return f.err }
-func (f faultyLocker) TransferLeadership(context.Context, string) error   { return f.err }
-func (f faultyLocker) AcquireRedis(context.Context, string, string, time.Duration) (server.Grant, bool, error) {
-	return server.Grant{}, false, f.err
-}
+func (f faultyLocker) Members(context.Context) ([]server.Member, error)               { return nil, f.err }
+func (f faultyLocker) PeerAddrs() []string                                            { return nil }
+func (f faultyLocker) DefaultLockTTL() time.Duration                                  { return 30 * time.Second }
+func (f faultyLocker) Join(context.Context, string, string, string) error             { return f.err }
+func (f faultyLocker) Remove(context.Context, string) error                           { return f.err }
+func (f faultyLocker) TransferLeadership(context.Context, string) error               { return f.err }
+func (f faultyLocker) StateHash() (uint64, string)                                    { return 0, "" }
+func (f faultyLocker) SnapshotTable(context.Context) ([]byte, error)                  { return nil, f.err }
+func (f faultyLocker) Watch(string, uint64, bool) (*server.Watch, error)              { return nil, f.err }
 func (f faultyLocker) Update(context.Context, []string, func(*server.Tx) error) error { return f.err }
 func (f faultyLocker) ID() string                                                     { return "faulty" }
 func (f faultyLocker) ClusterID() string                                              { return "" }

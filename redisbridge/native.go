@@ -13,6 +13,15 @@ import (
 	"github.com/fencerlock/fencer/wire"
 )
 
+// lockNode is what the lock commands need of the node.
+type lockNode interface {
+	Acquire(ctx context.Context, key, owner string, ttl, wait time.Duration) (server.Grant, bool, error)
+	Extend(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
+	Release(ctx context.Context, key, owner string) (bool, error)
+	Revoke(ctx context.Context, key string) (bool, error)
+	Status(ctx context.Context, key string) (server.Status, bool, error)
+}
+
 // maxMillis bounds millisecond arguments before they become a Duration.
 const maxMillis = int64(1<<63-1) / int64(time.Millisecond)
 
@@ -30,10 +39,6 @@ func parseMillis(b []byte) (time.Duration, bool) {
 }
 
 func (b *Bridge) ping(r *request) {
-	if len(r.args) > 2 {
-		wrongArity(r)
-		return
-	}
 	if r.conn.proto == 2 && r.conn.sub != nil && r.conn.sub.count() > 0 {
 		// In RESP2 subscribe mode Redis answers PING as a message.
 		r.c.WriteArray(2)
@@ -63,10 +68,6 @@ func (b *Bridge) quit(r *request) {
 // lives as long as the session. A wait survives leader changes (runAcquire).
 func (b *Bridge) acquire(r *request) {
 	args := r.args
-	if len(args) < 4 {
-		wrongArity(r)
-		return
-	}
 	ttl, ok := parseMillis(args[3])
 	if !ok {
 		writeError(r.c, errNotInteger)
@@ -281,10 +282,6 @@ func (b *Bridge) writeSlotGrant(ctx context.Context, r *request, g server.Grant,
 
 // extend: FENCE.EXTEND key owner ttl-ms → 1 extended, 0 not the holder.
 func (b *Bridge) extend(r *request) {
-	if len(r.args) != 4 {
-		wrongArity(r)
-		return
-	}
 	ttl, ok := parseMillis(r.args[3])
 	if !ok {
 		writeError(r.c, errNotInteger)
@@ -299,7 +296,11 @@ func (b *Bridge) extend(r *request) {
 // release: FENCE.RELEASE key owner [SESSION id] → 1 released (or already
 // released by this owner), 0 otherwise.
 func (b *Bridge) release(r *request) {
-	if len(r.args) == 5 {
+	switch len(r.args) {
+	case 4: // SESSION without its id
+		wrongArity(r)
+		return
+	case 5:
 		session, ok := parseSession(r.args[4])
 		switch {
 		case !strings.EqualFold(string(r.args[3]), "SESSION"):
@@ -307,7 +308,7 @@ func (b *Bridge) release(r *request) {
 		case !ok:
 			writeError(r.c, errNotInteger)
 		default:
-			b.boolCall(r, 5, func(ctx context.Context) (bool, error) {
+			b.boolCall(r, func(ctx context.Context) (bool, error) {
 				if !b.sessionPermitted(ctx, r, session) {
 					return false, errAnswered
 				}
@@ -316,7 +317,7 @@ func (b *Bridge) release(r *request) {
 		}
 		return
 	}
-	b.boolCall(r, 3, func(ctx context.Context) (bool, error) {
+	b.boolCall(r, func(ctx context.Context) (bool, error) {
 		return b.locker.Release(ctx, string(r.args[1]), string(r.args[2]))
 	})
 }
@@ -324,18 +325,14 @@ func (b *Bridge) release(r *request) {
 // revoke: FENCE.REVOKE key → 1 if a holder's grant was ended, 0 if free.
 // An administrative force-release.
 func (b *Bridge) revoke(r *request) {
-	b.boolCall(r, 2, func(ctx context.Context) (bool, error) {
+	b.boolCall(r, func(ctx context.Context) (bool, error) {
 		return b.locker.Revoke(ctx, string(r.args[1]))
 	})
 }
 
-// boolCall answers a command of arity args whose call on the node reports
-// yes or no: 1 or 0.
-func (b *Bridge) boolCall(r *request, args int, call func(context.Context) (bool, error)) {
-	if len(r.args) != args {
-		wrongArity(r)
-		return
-	}
+// boolCall answers a command whose call on the node reports yes or no: 1
+// or 0.
+func (b *Bridge) boolCall(r *request, call func(context.Context) (bool, error)) {
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	ok, err := call(ctx)
@@ -344,10 +341,6 @@ func (b *Bridge) boolCall(r *request, args int, call func(context.Context) (bool
 
 // status: FENCE.STATUS key → null if free, else [owner, token, remaining-ms].
 func (b *Bridge) status(r *request) {
-	if len(r.args) != 2 {
-		wrongArity(r)
-		return
-	}
 	b.withStatus(r, r.null, func(s server.Status) {
 		r.c.WriteArray(3)
 		r.c.WriteBulkString(s.Owner)
@@ -363,10 +356,6 @@ func (b *Bridge) status(r *request) {
 // lock) has the token it got when it was created: with field, only if the
 // hash has that field (the lock's holder).
 func (b *Bridge) token(r *request) {
-	if len(r.args) != 2 && len(r.args) != 3 {
-		wrongArity(r)
-		return
-	}
 	var member []byte
 	if len(r.args) == 3 {
 		member = r.args[2]
@@ -403,10 +392,6 @@ func (b *Bridge) withStatus(r *request, free func(), held func(server.Status)) {
 // check: FENCE.CHECK key token → 1 if token is the key's current token (a
 // lock's grant, or a hash's), else 0.
 func (b *Bridge) check(r *request) {
-	if len(r.args) != 3 {
-		wrongArity(r)
-		return
-	}
 	tok, err := strconv.ParseUint(string(r.args[2]), 10, 64)
 	if err != nil {
 		writeError(r.c, errNotInteger)

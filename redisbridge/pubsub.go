@@ -159,10 +159,6 @@ func (b *Bridge) subscriberOf(r *request) (s *subscriber, fresh bool) {
 
 // subscribe: (S|P)SUBSCRIBE channel|pattern [...].
 func (b *Bridge) subscribe(r *request) {
-	if len(r.args) < 2 {
-		wrongArity(r)
-		return
-	}
 	s, fresh := b.subscriberOf(r)
 	if s == nil {
 		return
@@ -242,10 +238,6 @@ func (b *Bridge) unsubscribe(r *request) {
 // received it. It is relayed to the other nodes too, unless it came from
 // one of them.
 func (b *Bridge) publish(r *request) {
-	if len(r.args) != 3 {
-		wrongArity(r)
-		return
-	}
 	_, _, shard := kindOf(r.args[0])
 	n := b.publishLocal(shard, string(r.args[1]), r.args[2])
 	if !r.conn.forwarded {

@@ -6,10 +6,25 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencerlock/fencer/server"
 	"github.com/fencerlock/fencer/wire"
 )
+
+// sessionNode is what sessions need of the node (see
+// server.Node.OpenSession).
+type sessionNode interface {
+	OpenSession(ctx context.Context, ttl time.Duration, user string) (uint64, error)
+	SessionUser(ctx context.Context, id uint64) (user string, open bool, err error)
+	KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bool, err error)
+	CloseSession(ctx context.Context, id uint64) (bool, error)
+	RevokeSession(ctx context.Context, id uint64) (bool, error)
+	Session(ctx context.Context, id uint64) (server.SessionStatus, bool, error)
+	AcquireInSession(ctx context.Context, session uint64, key, owner, value string, wait time.Duration) (server.Grant, bool, error)
+	ReleaseInSession(ctx context.Context, session uint64, key, owner string) (bool, error)
+	Proclaim(ctx context.Context, session uint64, key, owner, value string) (bool, error)
+}
 
 // userName is the name of the connection's user; empty without
 // authentication.
@@ -35,10 +50,6 @@ func parseSession(b []byte) (uint64, bool) {
 //	FENCE.SESSION INFO id → null if not open, else
 //	  [ttl-ms, remaining-ms, [[key, owner, token], ...]]
 func (b *Bridge) session(r *request) {
-	if len(r.args) != 3 {
-		wrongArity(r)
-		return
-	}
 	sub := strings.ToUpper(string(r.args[1]))
 	if sub == "OPEN" {
 		ttl, ok := parseMillis(r.args[2])
@@ -120,16 +131,12 @@ func (b *Bridge) session(r *request) {
 // proclaim: FENCE.PROCLAIM key owner session value → 1 if owner holds key
 // under session (its value is now value, its token unchanged), else 0.
 func (b *Bridge) proclaim(r *request) {
-	if len(r.args) != 5 {
-		wrongArity(r)
-		return
-	}
 	id, ok := parseSession(r.args[3])
 	if !ok {
 		writeError(r.c, wire.FormatInvalidArgument("session", "not a session ID (a positive integer)"))
 		return
 	}
-	b.boolCall(r, 5, func(ctx context.Context) (bool, error) {
+	b.boolCall(r, func(ctx context.Context) (bool, error) {
 		if !b.sessionPermitted(ctx, r, id) {
 			return false, errAnswered
 		}
@@ -167,10 +174,6 @@ func (b *Bridge) sessionPermitted(ctx context.Context, r *request, id uint64) bo
 // remaining-ms, session, value]: FENCE.STATUS with the session the lock is
 // held under (0: none) and its value (an election's leader's value).
 func (b *Bridge) holder(r *request) {
-	if len(r.args) != 2 {
-		wrongArity(r)
-		return
-	}
 	b.withStatus(r, r.null, func(s server.Status) {
 		r.c.WriteArray(5)
 		r.c.WriteBulkString(s.Owner)

@@ -12,6 +12,16 @@ import (
 	"github.com/fencerlock/fencer/wire"
 )
 
+// sharedNode is what read-write locks, semaphores and several keys at once
+// need of the node (see server.Node.AcquireShared and AcquireMany).
+type sharedNode interface {
+	AcquireShared(ctx context.Context, a server.SharedAcquire) (server.Grant, bool, error)
+	Holders(ctx context.Context, key string) ([]server.Holding, error)
+	AcquireMany(ctx context.Context, a server.MultiAcquire) (server.Grant, bool, error)
+	ExtendMany(ctx context.Context, keys []string, owner string, ttl time.Duration) (int, error)
+	ReleaseMany(ctx context.Context, keys []string, owner string, session uint64) (int, error)
+}
+
 // rwlock: FENCE.RLOCK / FENCE.WLOCK key owner ttl-ms [WAIT ms] [SESSION id]
 // → [token, ttl-ms], or null: a reader or the writer of a read-write lock.
 func (b *Bridge) rwlock(r *request) {
@@ -32,10 +42,6 @@ func (b *Bridge) semacquire(r *request) {
 // argument lead.
 func (b *Bridge) sharedAcquire(r *request, mode fsm.Mode, lead int) {
 	args := r.args
-	if len(args) < lead {
-		wrongArity(r)
-		return
-	}
 	ttl, ok := parseMillis(args[3])
 	if !ok {
 		writeError(r.c, errNotInteger)
@@ -64,10 +70,6 @@ func (b *Bridge) sharedAcquire(r *request, mode fsm.Mode, lead int) {
 // holders: FENCE.HOLDERS key → an array of [owner, token, remaining-ms,
 // session, mode, slot], one for each holder (empty if the key is free).
 func (b *Bridge) holders(r *request) {
-	if len(r.args) != 2 {
-		wrongArity(r)
-		return
-	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
 	hs, err := b.locker.Holders(ctx, string(r.args[1]))
@@ -91,10 +93,6 @@ func (b *Bridge) holders(r *request) {
 // reporting false if they are wrong; it returns the keys and the
 // arguments after them.
 func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte, ok bool) {
-	if len(args) <= at {
-		wrongArity(r)
-		return nil, nil, false
-	}
 	n, err := strconv.Atoi(string(args[at]))
 	switch {
 	case err != nil || n < 0:
@@ -117,10 +115,6 @@ func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte,
 // owner ttl-ms numkeys key [key ...], answering r and reporting false if it
 // is wrong; it returns the TTL, the keys and the arguments after them.
 func ttlAndKeys(r *request) (ttl time.Duration, keys []string, rest [][]byte, ok bool) {
-	if len(r.args) < 5 {
-		wrongArity(r)
-		return 0, nil, nil, false
-	}
 	if ttl, ok = parseMillis(r.args[2]); !ok {
 		writeError(r.c, errNotInteger)
 		return 0, nil, nil, false
@@ -141,7 +135,12 @@ func (b *Bridge) macquire(r *request) {
 	if !ok {
 		return
 	}
-	a := server.MultiAcquire{Keys: keys, Owner: string(args[1]), TTL: ttl, Session: o.session}
+	if o.session != 0 {
+		// A transaction's commands carry no session part (fsm.Txn).
+		writeError(r.c, wire.FormatInvalidArgument("session", "several keys at once cannot be taken under a session"))
+		return
+	}
+	a := server.MultiAcquire{Keys: keys, Owner: string(args[1]), TTL: ttl}
 	b.runAcquire(r, args[:len(args)-len(rest)], o, false, func(ctx context.Context, wait time.Duration) (server.Grant, bool, error) {
 		a.Wait = wait
 		return b.locker.AcquireMany(ctx, a)
@@ -170,10 +169,6 @@ func (b *Bridge) mextend(r *request) {
 // many of the keys were released, in one entry.
 func (b *Bridge) mrelease(r *request) {
 	args := r.args
-	if len(args) < 4 {
-		wrongArity(r)
-		return
-	}
 	keys, rest, ok := multiKeys(r, args, 2)
 	if !ok {
 		return

@@ -89,6 +89,8 @@ func TestSharedCommands(t *testing.T) {
 	assert.ErrorContains(t, err, "wrong number of arguments")
 	_, err = do(t, c, "FENCE.MRELEASE", "me", 1, "a", "BOGUS")
 	assert.ErrorContains(t, err, "syntax error")
+	_, err = do(t, c, "FENCE.MACQUIRE", "me", 0, 2, "s1", "s2", "SESSION", 7)
+	assert.EqualError(t, err, "ERR invalid argument: session: several keys at once cannot be taken under a session")
 }
 
 // Redis commands on a shared key answer WRONGTYPE or act on the whole key

@@ -2,9 +2,8 @@ package redisbridge
 
 import "context"
 
-// tableSnapshotter is what FENCE.SNAPSHOT needs of the node (*server.Node);
-// it is not part of Locker, so other Lockers need not implement it.
-type tableSnapshotter interface {
+// snapshotNode is what FENCE.SNAPSHOT needs of the node.
+type snapshotNode interface {
 	SnapshotTable(ctx context.Context) ([]byte, error)
 }
 
@@ -13,18 +12,9 @@ type tableSnapshotter interface {
 // a read). fencer snapshot save writes them to a file; fencerd --restore
 // seeds a new cluster from it.
 func (b *Bridge) snapshot(r *request) {
-	if len(r.args) != 1 {
-		wrongArity(r)
-		return
-	}
-	s, ok := b.locker.(tableSnapshotter)
-	if !ok {
-		writeError(r.c, errf("this server cannot snapshot its table"))
-		return
-	}
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	data, err := s.SnapshotTable(ctx)
+	data, err := b.locker.SnapshotTable(ctx)
 	if err != nil {
 		b.fail(ctx, r, err)
 		return

@@ -35,8 +35,8 @@ import (
 // its watches in all (server.Config.MaxWatches).
 const maxConnWatches = 1024
 
-// watchLocker is what watches need of the node (*server.Node).
-type watchLocker interface {
+// watchNode is what watches need of the node.
+type watchNode interface {
 	Watch(key string, from uint64, resume bool) (*server.Watch, error)
 }
 
@@ -50,7 +50,7 @@ type connWatch struct {
 
 // watch: FENCE.WATCH key [FROM position].
 func (b *Bridge) watch(r *request) {
-	if len(r.args) != 2 && len(r.args) != 4 {
+	if len(r.args) == 3 { // FROM without its position
 		wrongArity(r)
 		return
 	}
@@ -69,17 +69,12 @@ func (b *Bridge) watch(r *request) {
 		}
 		from = v
 	}
-	wl, ok := b.locker.(watchLocker)
-	if !ok {
-		writeError(r.c, errf("FENCE.WATCH is not served by this node"))
-		return
-	}
 	old := r.conn.watches[key]
 	if old == nil && len(r.conn.watches) >= maxConnWatches {
 		writeError(r.c, errf("too many watches on this connection: at most %d; FENCE.UNWATCH a key first", maxConnWatches))
 		return
 	}
-	w, err := wl.Watch(key, from, resume)
+	w, err := b.locker.Watch(key, from, resume)
 	if err != nil {
 		writeErr(r.c, err)
 		return

@@ -1,9 +1,12 @@
 package rediscompat
 
 import (
+	"context"
 	"strings"
+	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/fencerlock/fencer/server"
 )
 
 func init() {
@@ -282,7 +285,82 @@ func init() {
 	register(
 		// BLPOP and BRPOP wait in Engine.Do (blockingPop); from a script
 		// Redis refuses them.
-		&command{name: "blpop", arity: -3, flags: fWrite | fNoScript, first: 1, last: -2, step: 1, group: "list", summary: "Removes and returns the first element of the first non-empty list, or waits for one."},
-		&command{name: "brpop", arity: -3, flags: fWrite | fNoScript, first: 1, last: -2, step: 1, group: "list", summary: "Removes and returns the last element of the first non-empty list, or waits for one."},
+		&command{name: "blpop", arity: -3, flags: fWrite | fNoScript | fBlocking, first: 1, last: -2, step: 1, group: "list", summary: "Removes and returns the first element of the first non-empty list, or waits for one."},
+		&command{name: "brpop", arity: -3, flags: fWrite | fNoScript | fBlocking, first: 1, last: -2, step: 1, group: "list", summary: "Removes and returns the last element of the first non-empty list, or waits for one."},
 	)
+}
+
+// blockPoll is how often a waiting BLPOP or BRPOP looks at its lists again.
+const blockPoll = 25 * time.Millisecond
+
+// blockingPop serves BLPOP and BRPOP: the first element of the first
+// non-empty list, taken in one transaction, or, once the timeout (or ctx)
+// ends, the null array. It waits by looking again every blockPoll, each
+// look a transaction of its own; ctx bounds it (the bridge gives it the
+// timeout on top of the request's).
+func (e *Engine) blockingPop(ctx context.Context, s *Session, cmd *command, args [][]byte) (Reply, error) {
+	secs, ok := parseFloat(args[len(args)-1])
+	if !ok {
+		return Error("ERR timeout is not a float or out of range"), nil
+	}
+	if secs < 0 {
+		return Error("ERR timeout is negative"), nil
+	}
+	keys := cmd.keysOf(args)
+	for _, k := range keys {
+		if s.Allowed != nil && !s.Allowed(k) {
+			return errNoPermKey, nil
+		}
+	}
+	var end <-chan time.Time
+	if secs > 0 {
+		t := time.NewTimer(time.Duration(secs * float64(time.Second)))
+		defer t.Stop()
+		end = t.C
+	}
+	left := cmd.name == "blpop"
+	for {
+		var reply Reply
+		err := e.node.Update(ctx, keys, func(tx *server.Tx) error {
+			reply = nil
+			d := e.newDB(tx, s)
+			for _, k := range keys {
+				el := d.get(k)
+				if el == nil {
+					return d.err
+				}
+				if el.exists && el.kind != fsm.KindList {
+					reply = errWrongType
+					return nil
+				}
+				if !el.exists {
+					continue
+				}
+				var v string
+				if left {
+					v, el.l.items = el.l.items[0], el.l.items[1:]
+				} else {
+					n := len(el.l.items) - 1
+					v, el.l.items = el.l.items[n], el.l.items[:n]
+				}
+				d.mutated(el)
+				reply = Array{Bulk(k), Bulk(v)}
+				return d.flush()
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			return nil, err
+		case reply != nil:
+			return reply, nil
+		}
+		select {
+		case <-ctx.Done():
+			return NilArray{}, nil
+		case <-end:
+			return NilArray{}, nil
+		case <-time.After(blockPoll):
+		}
+	}
 }

@@ -19,6 +19,7 @@ const (
 	fNoTxn                       // needs no transaction (no keys): TIME, PUBLISH
 	fFast                        // O(1): reported by COMMAND
 	fMovableKy                   // keys found by the command itself (EVAL)
+	fBlocking                    // may wait for its keys (BLPOP): run by blockingPop
 )
 
 // command is one Redis command: arity and key positions as Redis's COMMAND

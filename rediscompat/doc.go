@@ -16,4 +16,26 @@
 // The package knows nothing of RESP framing or connections (redisbridge has
 // those) and nothing of Raft (server has that): it declares the one call it
 // needs of the node (Node).
+//
+// Layout:
+//
+//   - commands.go: the command table (name, arity, flags: write, readonly,
+//     noscript, blocking..., key positions, run), which a client's command
+//     and a script's redis.call both dispatch through; register adds to it.
+//   - engine.go: the Engine (Do, Token, Names, Describe), one transaction
+//     per command.
+//   - cmd_string.go, cmd_hash.go, cmd_list.go (BLPOP, BRPOP),
+//     cmd_set.go, cmd_zset.go, cmd_generic.go (keys, TTLs),
+//     cmd_server.go (TIME, PUBLISH, PING...): one method per command.
+//   - cmd_scripting.go: EVAL, EVALSHA, SCRIPT and the script cache.
+//   - lua.go, luafor.go: the Lua sandbox a script runs in; lua_redis.go:
+//     the redis.* table (redis.call, replies to Lua and back); cjson.go,
+//     bit.go: the libraries Redis gives scripts.
+//   - db.go, value.go: the view of the keyspace a transaction sees, and
+//     the encodings of values; reply.go: replies.
+//
+// Its tests: unit tests beside the code, and testdata/replies, Redis's own
+// replies to the differential corpus (integration/testdata/redisdiff),
+// which TestRecordedRedisReplies compares fencer's with, offline; make
+// redisdiff-record records them again from a real redis-server.
 package rediscompat

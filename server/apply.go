@@ -131,6 +131,6 @@ func (a *applier) Restore(rc io.ReadCloser) error {
 	a.id.record(a.table.ClusterID())
 	// A test may hold the applier here, between a restore and the entries
 	// after it (faults_enabled.go).
-	faultPoint("restored", a.table)
+	faultPoint(pointRestored, a.table)
 	return nil
 }

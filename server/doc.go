@@ -51,10 +51,20 @@
 //   - locks.go: the lock API (Acquire, Extend, Release, Revoke, Status) and
 //     propose; txn.go: Update and Tx; batch.go: the group commit; latch.go:
 //     per-key latches of transactions.
+//   - sessions.go: sessions (OpenSession, KeepAlive, AcquireInSession...)
+//     and sessiontimers.go, their deadlines (acted on by the leader); shared.go:
+//     read-write locks and semaphores (AcquireShared, Holders); multi.go:
+//     several keys at once (AcquireMany, ExtendMany, ReleaseMany);
+//     watch.go: watches of a key's holder.
+//   - identity.go: the cluster's ID, committed by its first leader.
 //   - future.go: waiting on a Raft future within a context, and Raft's
 //     errors in this package's terms (errors.go).
 //   - members.go, shutdown.go, snapshot_restore.go: membership, shutdown,
 //     restore; health.go and metrics.go: /readyz, /healthz and /metrics.
 //   - store.go, durable.go, tlsstream.go: the Raft stores, the checks of a
-//     data directory, the TLS transport.
+//     data directory, the TLS transport; raftsettings.go: the Raft
+//     settings besides Config's (config.go: Config, DefaultConfig,
+//     Validate); raftlog.go: Raft's logs into the node's slog logger.
+//   - faults.go, faults_enabled.go (-tags fencer_faults), faultnames.go:
+//     the deliberate bugs and fault points of the fault campaign.
 package server

@@ -15,23 +15,26 @@ import (
 	"github.com/hashicorp/raft-wal/types"
 )
 
-// Deliberate bugs, switched on by name in the FENCER_FAULTS environment
-// variable (comma-separated), in binaries built with -tags fencer_faults. They
-// let the fault campaign show that its checkers catch real violations.
+// More deliberate bugs (faultnames.go has those named outside this file).
 const (
-	// faultSkipLeaseRestart: a new leader does not restart every lease at
-	// its full TTL, and followers record no deadlines, so a new leader
-	// treats every inherited lease as run out and frees it early (breaks
-	// "no early expiry").
-	faultSkipLeaseRestart = "skip-lease-restart"
-	// faultStaleReads: reads are answered from the local table without
-	// confirming leadership or forwarding (breaks "linearizable reads").
-	faultStaleReads = "stale-reads"
 	// faultSkipFsync: raft-wal's segment files are never fsynced (nor the
 	// directory that names a new one), so an entry counts as stored while
 	// it is only in the page cache (breaks "an acknowledged grant is never
 	// lost" across a power cut).
 	faultSkipFsync = "skip-fsync"
+)
+
+// Injected faults, not bugs: they move the cluster between two steps of the
+// code so that tests with real processes can reach an interleaving on demand.
+const (
+	// faultTransferAfterCommit: once a request's entry has committed on the
+	// leader, if the file named by FENCER_FAULT_ARM exists, it is removed and
+	// the leader hands leadership to another node before the request goes
+	// on. A test arms it right before the one command it is about.
+	faultTransferAfterCommit = "transfer-after-commit"
+	// faultTransferBeforeCommit: the same, but after a transaction (a
+	// script) was worked out and before its entry is proposed.
+	faultTransferBeforeCommit = "transfer-before-commit"
 )
 
 // walFS is raft-wal's file system, without fsync under skip-fsync.
@@ -58,19 +61,6 @@ func (f noSyncFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 type noSyncFile struct{ types.WritableFile }
 
 func (noSyncFile) Sync() error { return nil }
-
-// Injected faults, not bugs: they move the cluster between two steps of the
-// code so that tests with real processes can reach an interleaving on demand.
-const (
-	// faultTransferAfterCommit: once a request's entry has committed on the
-	// leader, if the file named by FENCER_FAULT_ARM exists, it is removed and
-	// the leader hands leadership to another node before the request goes
-	// on. A test arms it right before the one command it is about.
-	faultTransferAfterCommit = "transfer-after-commit"
-	// faultTransferBeforeCommit: the same, but after a transaction (a
-	// script) was worked out and before its entry is proposed.
-	faultTransferBeforeCommit = "transfer-before-commit"
-)
 
 // clockRateEnv names the variable that makes this node's lease clock run at
 // a factor of real time: FENCER_CLOCK_RATE=1.05 runs it 5 % fast (leases end

@@ -74,7 +74,7 @@ func TestFaultMissedStepDownPair(t *testing.T) {
 	var once sync.Once
 	dropped, holding, release := false, make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
-	unset := setFaultPoint("leader-ch", func(arg any) bool {
+	unset := setFaultPoint(pointLeaderCh, func(arg any) bool {
 		ln := arg.(leaderNotice)
 		if ln.id != a.ID() {
 			return false
@@ -164,7 +164,7 @@ func TestFaultStepDownBetweenReadyCheckAndQueueing(t *testing.T) {
 	// stops on the step-down notice.
 	reached, go2 := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	defer setFaultPoint("acquire-ready", func(arg any) bool {
+	defer setFaultPoint(pointAcquireReady, func(arg any) bool {
 		if arg.(string) == "held" {
 			once.Do(func() { close(reached) })
 			<-go2
@@ -173,7 +173,7 @@ func TestFaultStepDownBetweenReadyCheckAndQueueing(t *testing.T) {
 	})()
 	noticed, goWatch := make(chan struct{}), make(chan struct{})
 	var once2 sync.Once
-	defer setFaultPoint("leader-ch", func(arg any) bool {
+	defer setFaultPoint(pointLeaderCh, func(arg any) bool {
 		if ln := arg.(leaderNotice); ln.id == a.ID() && !ln.leader {
 			once2.Do(func() { close(noticed) })
 			<-goWatch
@@ -262,7 +262,7 @@ func TestFaultWatchResumedOnLaggingFollower(t *testing.T) {
 	restored := make(chan struct{})
 	hold := make(chan struct{})
 	var once sync.Once
-	unset := setFaultPoint("restored", func(arg any) bool {
+	unset := setFaultPoint(pointRestored, func(arg any) bool {
 		if arg == f.table {
 			once.Do(func() { close(restored); <-hold })
 		}
@@ -317,7 +317,7 @@ func TestFaultKeysGuardsTheKeysItLeavesOut(t *testing.T) {
 	expiring := make(chan struct{})
 	hold := make(chan struct{})
 	var once sync.Once
-	defer setFaultPoint("propose-expires", func(arg any) bool {
+	defer setFaultPoint(pointProposeExpires, func(arg any) bool {
 		for _, c := range arg.([]fsm.Command) {
 			if c.Key == "res:1" {
 				once.Do(func() { close(expiring); <-hold })
@@ -357,7 +357,7 @@ func TestFaultKeysGuardsTheKeysItLeavesOut(t *testing.T) {
 // its data directory.
 func TestFaultClusterIDForAnOlderDataDirectory(t *testing.T) {
 	dir := t.TempDir()
-	unset := setFaultPoint("propose-cluster-id", func(any) bool { return true })
+	unset := setFaultPoint(pointProposeClusterID, func(any) bool { return true })
 	n := openNode(t, dir)
 	mustAcquire(t, n, "k", "o", time.Minute)
 	require.Equal(t, "", n.ClusterID())

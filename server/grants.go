@@ -351,7 +351,7 @@ func (g *grants) sessionAppliedLocked(r *fsm.Result) {
 		if r.Code == fsm.Opened {
 			id = r.Position
 		}
-		if s, ok := g.table.Session(id); ok && (g.ready || !faultActive("skip-lease-restart")) {
+		if s, ok := g.table.Session(id); ok && (g.ready || !faultActive(faultSkipLeaseRestart)) {
 			g.sessions.set(id, s.Version, s.TTL, time.Now())
 			if d, ok := g.sessions.next(); ok && g.ready && d.Before(g.armed) {
 				g.kick()
@@ -390,7 +390,7 @@ func (g *grants) appliedLocked(r *fsm.Result) {
 		// A put: a new TTL is timed from now; a kept one keeps its
 		// deadline, under the lease's new ref if the value changed.
 		switch {
-		case !g.ready && faultActive("skip-lease-restart"):
+		case !g.ready && faultActive(faultSkipLeaseRestart):
 		case r.Lease.TTL > 0 && r.Lease.Deadline != 0:
 			g.leases.keep(key, r.Lease.Ref(), r.Lease.Deadline)
 		default:
@@ -407,7 +407,7 @@ func (g *grants) appliedLocked(r *fsm.Result) {
 		if r.Holder != nil {
 			timed = r.Holder.Lease
 		}
-		if g.ready || !faultActive("skip-lease-restart") {
+		if g.ready || !faultActive(faultSkipLeaseRestart) {
 			g.leases.set(key, timed, time.Now())
 		}
 		g.kickIfSoonerLocked(key, timed.Ref())

@@ -81,7 +81,7 @@ func (i *identity) record(id string) {
 // own comes between a client's). Only the first ID committed counts. If
 // the commit fails (leadership lost), the next leader tries.
 func (n *Node) commitClusterID() {
-	if n.table.ClusterID() != "" || faultPoint("propose-cluster-id", nil) {
+	if n.table.ClusterID() != "" || faultPoint(pointProposeClusterID, nil) {
 		// (A test skips it, as a version from before IDs did.)
 		return
 	}

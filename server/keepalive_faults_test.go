@@ -26,7 +26,7 @@ func TestFaultKeepAliveRacingTheDeadline(t *testing.T) {
 	waitRenewed := func() { require.Eventually(t, renewed, 10*time.Second, time.Millisecond, "the renewal applied") }
 
 	k1Held, letK1Go := make(chan struct{}), make(chan struct{})
-	defer setFaultPoint("keepalive-propose", func(arg any) bool {
+	defer setFaultPoint(pointKeepalivePropose, func(arg any) bool {
 		c := arg.(*fsm.Command)
 		if c.Session != id {
 			return false
@@ -44,7 +44,7 @@ func TestFaultKeepAliveRacingTheDeadline(t *testing.T) {
 		}
 		return false
 	})()
-	defer setFaultPoint("expire-propose", func(arg any) bool {
+	defer setFaultPoint(pointExpirePropose, func(arg any) bool {
 		if c := arg.(*fsm.Command); c.Op == fsm.OpSessionExpire && c.Session == id {
 			<-k1Held
 			waitRenewed()

@@ -86,7 +86,7 @@ func (n *Node) acquire(ctx context.Context, a acquireReq, ttl, wait time.Duratio
 	defer func() { n.grants.end(ok, g.Token) }()
 
 	waitEnd := time.Now().Add(wait)
-	faultPoint("acquire-ready", key)
+	faultPoint(pointAcquireReady, key)
 	for {
 		step := n.grants.plan(a, wait > 0)
 		switch step.act {
@@ -224,7 +224,7 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 	if err := n.checkKey(key); err != nil {
 		return Status{}, false, err
 	}
-	if !faultActive("stale-reads") {
+	if !faultActive(faultStaleReads) {
 		if err := n.verifyLeader(ctx); err != nil {
 			return Status{}, false, err
 		}
@@ -236,7 +236,7 @@ func (n *Node) Status(ctx context.Context, key string) (s Status, held bool, err
 	if l.Kind != fsm.KindString {
 		return Status{}, false, ErrWrongType
 	}
-	if rem <= 0 && !faultActive("stale-reads") {
+	if rem <= 0 && !faultActive(faultStaleReads) {
 		return Status{}, false, nil
 	}
 	return Status{Owner: l.Owner, Token: l.Token, Remaining: rem, Session: l.Session, Value: l.Data}, true, nil

@@ -26,7 +26,7 @@ func (n *Node) watchLeadership() {
 		case <-n.stopCh:
 			return
 		case isLeader := <-n.raft.LeaderCh():
-			if faultPoint("leader-ch", leaderNotice{n.id, isLeader}) {
+			if faultPoint(pointLeaderCh, leaderNotice{n.id, isLeader}) {
 				continue // a test drops this notification, as raft may
 			}
 			n.grants.notReady()
@@ -42,7 +42,7 @@ func (n *Node) watchLeadership() {
 				continue
 			}
 			n.commitClusterID()
-			if n.grants.becomeReady(term, !faultActive("skip-lease-restart")) {
+			if n.grants.becomeReady(term, !faultActive(faultSkipLeaseRestart)) {
 				n.log.Info("leader ready", "term", term, "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}
 			n.kick()
@@ -114,10 +114,10 @@ func (n *Node) expireLoop() {
 func (n *Node) proposeExpires(cmds []fsm.Command) {
 	// A test may hold the expiries here, after their leases ran out on
 	// the leader and before their entry (faults_enabled.go).
-	faultPoint("propose-expires", cmds)
+	faultPoint(pointProposeExpires, cmds)
 	errs := make([]chan error, len(cmds))
 	for i, c := range cmds {
-		faultPoint("expire-propose", &c)
+		faultPoint(pointExpirePropose, &c)
 		ch := make(chan error, 1)
 		errs[i] = ch
 		n.batch.submit(c.Encode(nil), func(_ *fsm.Result, err error) { ch <- err })

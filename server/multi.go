@@ -16,9 +16,10 @@ const MaxMultiKeys = 64
 type MultiAcquire struct {
 	Keys  []string
 	Owner string
-	// TTL is each lock's lease; zero under Session.
-	TTL     time.Duration
-	Session uint64
+	// TTL is each lock's lease. There is no session: a transaction's
+	// commands carry no session part (fsm.Txn), so several keys at once
+	// are never taken under one.
+	TTL time.Duration
 	// Wait, if positive, queues the acquire for up to Wait.
 	Wait time.Duration
 }
@@ -39,26 +40,18 @@ func (n *Node) AcquireMany(ctx context.Context, a MultiAcquire) (g Grant, grante
 	switch {
 	case len(keys) == 0 || len(keys) > MaxMultiKeys:
 		return Grant{}, false, invalid("keys", "%d distinct keys, not 1..%d", len(keys), MaxMultiKeys)
-	case a.Session != 0:
-		// A transaction's commands carry no session part (fsm.Txn).
-		return Grant{}, false, invalid("session", "several keys at once cannot be taken under a session")
 	case a.Wait < 0 || a.Wait > n.cfg.MaxWait:
 		return Grant{}, false, invalid("wait", "%v is outside 0..%v", a.Wait, n.cfg.MaxWait)
 	}
 	for _, k := range keys {
-		if a.Session != 0 {
-			err = n.checkNames(k, a.Owner)
-		} else {
-			err = n.checkLease(k, a.Owner, a.TTL)
-		}
-		if err != nil {
+		if err := n.checkLease(k, a.Owner, a.TTL); err != nil {
 			return Grant{}, false, err
 		}
 	}
 	if err := n.waitReady(ctx); err != nil {
 		return Grant{}, false, err
 	}
-	m := &waiter{keys: keys, key: keys[0], owner: a.Owner, ttl: uint64(a.TTL / time.Millisecond), session: a.Session,
+	m := &waiter{keys: keys, key: keys[0], owner: a.Owner, ttl: uint64(a.TTL / time.Millisecond),
 		done: make(chan waitOutcome, 1), wake: make(chan struct{}, 1)}
 	waitEnd := time.Now().Add(a.Wait)
 	queued := false
@@ -86,7 +79,7 @@ func (n *Node) AcquireMany(ctx context.Context, a MultiAcquire) (g Grant, grante
 				timer.Stop()
 				continue
 			case o := <-m.done:
-				// Answered: the node stopped leading, or the session ended.
+				// Answered: the node stopped leading.
 				timer.Stop()
 				queued = false
 				return Grant{}, false, o.err
@@ -137,7 +130,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 		switch {
 		case held && l.Kind != fsm.KindString:
 			return acquireStep{act: actFail, err: fmt.Errorf("%w (%s)", ErrWrongType, k)}
-		case held && l.Owner == m.owner && l.Session == m.session && g.leases.remaining(l, now) > 0:
+		case held && l.Owner == m.owner && l.Session == 0 && g.leases.remaining(l, now) > 0:
 			if mine > 0 && l.Token != token {
 				return acquireStep{act: actFail, err: invalid("keys", "%s holds them under different tokens", m.owner)}
 			}
@@ -147,15 +140,6 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 				return acquireStep{act: actRefuse}
 			}
 			free++
-		}
-	}
-	if m.session != 0 {
-		s, open := g.table.Session(m.session)
-		switch {
-		case !open:
-			return acquireStep{act: actFail, err: ErrNoSession}
-		case s.Locks+len(m.keys)-mine > g.maxSessionLocks:
-			return acquireStep{act: actFail, err: fmt.Errorf("%w: the session holds its maximum of %d locks", ErrLimit, g.maxSessionLocks)}
 		}
 	}
 	if mine > 0 && mine < len(m.keys) {
@@ -188,7 +172,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 		txn := &fsm.Txn{}
 		for _, k := range m.keys {
 			txn.Guards = append(txn.Guards, g.table.Guard(k))
-			txn.Cmds = append(txn.Cmds, fsm.Command{Op: fsm.OpAcquire, Key: k, Owner: m.owner, TTL: m.ttl, Session: m.session})
+			txn.Cmds = append(txn.Cmds, fsm.Command{Op: fsm.OpAcquire, Key: k, Owner: m.owner, TTL: m.ttl})
 			if *queued {
 				g.granting[k] = true
 				m.marked = append(m.marked, k)

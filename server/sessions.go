@@ -76,7 +76,7 @@ func (n *Node) KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bo
 					Waiters: n.grants.sessionWaitersLocked(id)}
 			}
 		})
-		faultPoint("keepalive-propose", &c)
+		faultPoint(pointKeepalivePropose, &c)
 		r, err := n.propose(ctx, c)
 		if err != nil {
 			return 0, false, err
@@ -126,7 +126,7 @@ func (n *Node) endSession(ctx context.Context, metric string, op fsm.Op, id uint
 // Session returns session id's status; open is false if it is not open.
 // The read is linearizable, as Status's is.
 func (n *Node) Session(ctx context.Context, id uint64) (s SessionStatus, open bool, err error) {
-	if !faultActive("stale-reads") {
+	if !faultActive(faultStaleReads) {
 		if err := n.verifyLeader(ctx); err != nil {
 			return SessionStatus{}, false, err
 		}

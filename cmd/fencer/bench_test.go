@@ -3,22 +3,31 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fencerlock/fencer/internal/bench"
 )
 
+// Every workload of bench.Workloads runs (rw-read and semaphore included:
+// fencer bench reads the same list as make bench).
 func TestBenchPrintsPeerbenchLines(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "--addr", nodeAddr, "--workload", "uncontended,contended", "--clients", "2",
+	wls := bench.WorkloadNames(false)
+	code := run([]string{"bench", "--addr", nodeAddr, "--workload", strings.Join(wls, ","), "--clients", "2",
 		"--duration", "300ms", "--warmup", "50ms", "--target", "fencer-1"}, strings.NewReader(""), &stdout, &stderr, func(string) string { return "" })
 	if code != 0 {
 		t.Fatalf("exit %d; stderr %s", code, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("want 2 lines, got %q", stdout.String())
+	if len(lines) != len(wls) {
+		t.Fatalf("want %d lines, got %q", len(wls), stdout.String())
 	}
-	for i, wl := range []string{"uncontended", "contended"} {
+	if !slices.Contains(wls, "rw-read") || !slices.Contains(wls, "semaphore") {
+		t.Fatalf("workloads %v", wls)
+	}
+	for i, wl := range wls {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(lines[i]), &m); err != nil {
 			t.Fatalf("line %d: %v", i, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"time"
 
@@ -87,37 +86,14 @@ func defaultElectValue() string {
 // runElected campaigns, runs argv while leading and returns the command's
 // exit status as an *exitError (or nil for 0).
 func (a *app) runElected(ctx context.Context, name, value string, argv []string, ttl, wait, grace time.Duration) error {
-	// A command that cannot run fails before the campaign.
-	path, err := lookCommand(argv[0])
-	if err != nil {
-		return err
-	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-
-	// Caught from now on, so that none is lost between the election and
-	// the start of the command.
-	sigs, stopSignals := catchSignals()
-	defer stopSignals()
-	lead, err := a.campaign(ctx, c, name, value, ttl, wait)
-	if err != nil {
-		return &exitError{code: exitLockFail, err: err}
-	}
-	defer a.resign(lead)
-	freshen(ctx, lead, grace)
-
-	child := exec.Command(path, argv[1:]...)
-	child.Args[0] = argv[0]
-	child.Env = append(os.Environ(), "FENCER_EPOCH="+strconv.FormatUint(lead.epoch, 10), "FENCER_ELECTION="+name)
-	child.Stdin, child.Stdout, child.Stderr = a.stdin, a.stdout, a.stderr
-	// Output still held open by the command's own children after it exits
-	// does not hold up fencer for long.
-	child.WaitDelay = time.Second
-	s := &supervisor{hold: lead, grace: grace, what: fmt.Sprintf("the leadership of %q", name), cause: lead.Err, stderr: a.stderr}
-	return s.run(child, sigs)
+	return a.runUnder(ctx, argv, grace, func(c *client.Client) (held, error) {
+		lead, err := a.campaign(ctx, c, name, value, ttl, wait)
+		if err != nil {
+			return held{}, err
+		}
+		return held{hold: lead, env: []string{"FENCER_EPOCH=" + strconv.FormatUint(lead.epoch, 10), "FENCER_ELECTION=" + name},
+			what: fmt.Sprintf("the leadership of %q", name), cause: lead.Err, giveUp: func() { a.resign(lead) }}, nil
+	})
 }
 
 // leadership is one term of an election as the supervisor sees it: it is

@@ -151,7 +151,39 @@ func (k lockKind) describe(name string, l *client.Lease) string {
 // runLocked takes the lock, runs argv under it and returns the command's
 // exit status as an *exitError (or nil for 0).
 func (a *app) runLocked(ctx context.Context, kind lockKind, name string, argv []string, ttl, wait, grace time.Duration) error {
-	// A command that cannot run fails before the lock is taken.
+	return a.runUnder(ctx, argv, grace, func(c *client.Client) (held, error) {
+		lease, err := a.lockLease(ctx, c, kind, name, ttl, wait)
+		if err != nil {
+			return held{}, err
+		}
+		env := []string{"FENCER_TOKEN=" + strconv.FormatUint(lease.Token(), 10), "FENCER_LOCK=" + name}
+		if kind.permits > 0 {
+			env = append(env, "FENCER_SLOT="+strconv.Itoa(lease.Slot()))
+		}
+		return held{hold: lease, env: env, what: kind.describe(name, lease), cause: lease.Err, giveUp: func() { a.release(lease) }}, nil
+	})
+}
+
+// held is what runUnder runs a command under: a lock's lease or an
+// election's term.
+type held struct {
+	hold renewable
+	// env is added to the command's environment (FENCER_TOKEN, ...).
+	env []string
+	// what names it in messages; cause says why it ended.
+	what  string
+	cause func() error
+	// giveUp releases it once the command ended.
+	giveUp func()
+}
+
+// runUnder runs argv under what take obtains (with the client), and
+// returns the command's exit status as an *exitError (or nil for 0). A
+// command that cannot run fails before take; signals are caught from
+// before take on, so that none is lost between the grant and the start of
+// the command; what take obtained is renewed first if it is short of time,
+// and given up after the command.
+func (a *app) runUnder(ctx context.Context, argv []string, grace time.Duration, take func(c *client.Client) (held, error)) error {
 	path, err := lookCommand(argv[0])
 	if err != nil {
 		return err
@@ -162,28 +194,23 @@ func (a *app) runLocked(ctx context.Context, kind lockKind, name string, argv []
 	}
 	defer c.Close()
 
-	// Caught from now on, so that none is lost between the grant and the
-	// start of the command.
 	sigs, stopSignals := catchSignals()
 	defer stopSignals()
-	lease, err := a.lockLease(ctx, c, kind, name, ttl, wait)
+	h, err := take(c)
 	if err != nil {
 		return &exitError{code: exitLockFail, err: err}
 	}
-	defer a.release(lease)
-	freshen(ctx, lease, grace)
+	defer h.giveUp()
+	freshen(ctx, h.hold, grace)
 
 	child := exec.Command(path, argv[1:]...)
 	child.Args[0] = argv[0]
-	child.Env = append(os.Environ(), "FENCER_TOKEN="+strconv.FormatUint(lease.Token(), 10), "FENCER_LOCK="+name)
-	if kind.permits > 0 {
-		child.Env = append(child.Env, "FENCER_SLOT="+strconv.Itoa(lease.Slot()))
-	}
+	child.Env = append(os.Environ(), h.env...)
 	child.Stdin, child.Stdout, child.Stderr = a.stdin, a.stdout, a.stderr
 	// Output still held open by the command's own children after it exits
 	// does not hold up fencer for long.
 	child.WaitDelay = time.Second
-	s := &supervisor{hold: lease, grace: grace, what: kind.describe(name, lease), cause: lease.Err, stderr: a.stderr}
+	s := &supervisor{hold: h.hold, grace: grace, what: h.what, cause: h.cause, stderr: a.stderr}
 	return s.run(child, sigs)
 }
 

@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencerlock/fencer/internal/testnode"
 	"github.com/fencerlock/fencer/redisbridge"
+	"github.com/fencerlock/fencer/redisbridge/bridgetest"
 	"github.com/redis/go-redis/v9"
 )
 
 // nodeAddr is the client address of a real single-node fencer server that
-// TestMain runs in-process (testnode: Raft, its log store and the RESP bridge
+// TestMain runs in-process (bridgetest: Raft, its log store and the RESP bridge
 // on loopback).
 var nodeAddr string
 
@@ -52,7 +52,7 @@ func startNode() (stop func(), addr string, err error) {
 // (authentication, TLS), and waits until it serves a client configured by
 // warm.
 func startSecuredNode(bmod func(*redisbridge.Config), warm func(*redis.Options)) (stop func(), addr string, err error) {
-	n, err := testnode.Start(nil, bmod)
+	n, err := bridgetest.Start(nil, bmod)
 	if err != nil {
 		return nil, "", err
 	}

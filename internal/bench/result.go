@@ -11,9 +11,9 @@ import (
 )
 
 // Result is the one JSON line a lock-workload run prints. Its fields and
-// their JSON names are exactly those of peerbench's Result
-// (shared/peerbench/bench.go), so that fencer's lines and the peers' can
-// be read by the same program.
+// their JSON names are exactly those of the Result of peerbench (the
+// peers' benchmark that make bench PEERS=1 runs), so that fencer's lines
+// and the peers' can be read by the same program.
 type Result struct {
 	Target   string  `json:"target"`
 	Workload string  `json:"workload"`

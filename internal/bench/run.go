@@ -13,22 +13,6 @@ import (
 	"time"
 )
 
-// The workloads of a lock run.
-const (
-	// Uncontended: each client acquires and releases its own names in turn.
-	Uncontended = "uncontended"
-	// Contended: all clients compete for the same names, queueing on the
-	// server (FENCE.ACQUIRE ... WAIT) while another client holds one.
-	Contended = "contended"
-	// ReadShared: all clients take read locks of the same names
-	// (FENCE.RLOCK), which they hold together, and release them in turn.
-	ReadShared = "rw-read"
-	// Semaphore: all clients take permits of the same semaphores
-	// (FENCE.SEMACQUIRE), with a permit for every client unless Permits
-	// says fewer, and release them in turn.
-	Semaphore = "semaphore"
-)
-
 // Config describes one lock run.
 type Config struct {
 	// Addrs are the RESP addresses of the cluster; client i connects to
@@ -36,7 +20,7 @@ type Config struct {
 	Addrs []string
 	// Target is the name printed in the result ("fencer", "fencer-1").
 	Target string
-	// Workload is Uncontended, Contended, ReadShared or Semaphore.
+	// Workload is the name of one of Workloads.
 	Workload string
 	// Clients is the number of client goroutines, one connection each.
 	Clients int
@@ -62,17 +46,15 @@ func (c *Config) setDefaults() error {
 	if len(c.Addrs) == 0 {
 		return errors.New("bench: no address")
 	}
-	if c.Workload != Uncontended && c.Workload != Contended && c.Workload != ReadShared && c.Workload != Semaphore {
-		return fmt.Errorf("bench: unknown workload %q (want %s, %s, %s or %s)", c.Workload, Uncontended, Contended, ReadShared, Semaphore)
+	wl, ok := LookupWorkload(c.Workload)
+	if !ok {
+		return fmt.Errorf("bench: %w", UnknownWorkload(c.Workload))
 	}
 	if c.Clients < 1 {
 		return fmt.Errorf("bench: clients must be at least 1, got %d", c.Clients)
 	}
 	if c.Keys == 0 {
-		c.Keys = 8
-		if c.Workload == Contended || c.Workload == Semaphore {
-			c.Keys = 1
-		}
+		c.Keys = wl.Keys
 	}
 	if c.Keys < 1 {
 		return fmt.Errorf("bench: keys must be at least 1, got %d", c.Keys)

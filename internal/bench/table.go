@@ -80,13 +80,14 @@ func speed(r Row) float64 {
 	return r.OpsPerS
 }
 
-// Ratios computes the comparisons of issue 8 from rows:
+// Ratios computes from rows the comparisons docs/performance.md sets goals
+// for:
 //   - fencer pairs/s ÷ (bare-raft commits/s ÷ 2) at the same client count
 //     (fencer against raft, fencer-1 against raft-1), goal 0.8;
 //   - contended handoffs/s ÷ bare-raft commits/s at 1 client, goal 0.8;
 //   - fencer ÷ etcd, uncontended and contended, goal above 1;
 //   - fencer-1 (and fencer) ÷ redis-aof-always;
-//   - a read lock's and a permit's pairs/s ÷ the plain lock's (issue 20).
+//   - a read lock's and a permit's pairs/s ÷ the plain lock's.
 func Ratios(rows []Row) []Ratio {
 	s := rowSet{}
 	var counts []int
@@ -184,7 +185,7 @@ func targetRank(t string) int {
 	return len(targetOrder)
 }
 
-var workloadOrder = []string{Uncontended, Contended, ReadShared, Semaphore, "commits"}
+var workloadOrder = append(WorkloadNames(false), "commits")
 
 // Table renders rows as one Markdown table, fencer's rows beside the bare
 // raft baseline's and the peers', grouped by workload and client count,
@@ -238,7 +239,7 @@ func Table(rows []Row) string {
 			r.Errors, r.Overlaps, r.Regressions, r.HostCPUPct, vsRaft, vsEtcd, vsRedis, vsPlain)
 	}
 	if len(ratios) > 0 {
-		b.WriteString("\nRatios (goal from issue 8 in brackets; contended compares handoffs/s, or pairs/s with 1 client):\n\n")
+		b.WriteString("\nRatios (goal in brackets; contended compares handoffs/s, or pairs/s with 1 client):\n\n")
 		for _, r := range ratios {
 			mark := ""
 			switch {

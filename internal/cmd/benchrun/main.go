@@ -2,17 +2,16 @@
 // the peers in one run and prints one table.
 //
 // It starts a fresh one-node and a fresh three-node fencerd cluster on
-// loopback (data in a temp dir on disk), runs the uncontended and contended
-// workloads of `fencer bench` (internal/bench), and the read-lock and
-// semaphore-permit rows beside them (rw-read, semaphore), at each client
-// count, runs
-// the bare-raft baseline (internal/cmd/raftbench, one and three processes)
-// at the same concurrencies, and with -peers runs a copy of
-// shared/peerbench's run-peers.sh (redis, redis-aof-always, redlock, etcd),
-// patched to use a fresh owner per acquire for its own fencer targets.
+// loopback (data in a temp dir on disk), runs every workload of `fencer
+// bench` (bench.Workloads: uncontended, contended, rw-read, semaphore) at
+// each client count, runs the bare-raft baseline (internal/cmd/raftbench,
+// one and three processes) at the same concurrencies, and with -peers runs
+// a copy of the peers' benchmark's run-peers.sh (redis, redis-aof-always,
+// redlock, etcd; a peerbench checkout named by -peerbench), patched to use
+// a fresh owner per acquire for its own fencer targets.
 // Every JSON line goes to stdout as it comes and to -results; the table,
-// with the ratios issue 8 asks for, follows on stdout and goes to the same
-// name with .md.
+// with the ratios docs/performance.md sets goals for, follows on stdout and
+// goes to the same name with .md.
 //
 // Every process it starts is stopped when it is done with it, and all of
 // them on failure, on SIGINT and on SIGTERM.
@@ -159,7 +158,7 @@ func parseFlags() (options, error) {
 	var clients, workloads, nodes, raftArgs string
 	flag.StringVar(&o.binDir, "bin", "bin", "directory with fencerd and raftbench")
 	flag.StringVar(&clients, "clients", env("CLIENTS", "1 16 256"), "client counts (space- or comma-separated); env CLIENTS")
-	flag.StringVar(&workloads, "workloads", env("WORKLOADS", "uncontended contended rw-read semaphore"), "fencer workloads; env WORKLOADS")
+	flag.StringVar(&workloads, "workloads", env("WORKLOADS", strings.Join(bench.WorkloadNames(false), " ")), "fencer workloads; env WORKLOADS")
 	flag.StringVar(&nodes, "nodes", env("NODES", "1 3"), "fencer and raft cluster sizes; env NODES")
 	dur := flag.String("duration", env("DURATION", "5s"), "measured window of each run; env DURATION")
 	warm := flag.String("warmup", env("WARMUP", "1s"), "unmeasured warm-up before each run; env WARMUP")
@@ -195,6 +194,11 @@ func parseFlags() (options, error) {
 		return o, err
 	}
 	o.workloads = strings.Fields(strings.ReplaceAll(workloads, ",", " "))
+	for _, wl := range o.workloads {
+		if _, ok := bench.LookupWorkload(wl); !ok {
+			return o, fmt.Errorf("workloads: %w", bench.UnknownWorkload(wl))
+		}
+	}
 	o.raftArgs = strings.Fields(raftArgs)
 	if o.results == "" {
 		o.results = filepath.Join(o.binDir, "bench-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")

@@ -18,7 +18,8 @@ import (
 
 func numCPU() int { return runtime.NumCPU() }
 
-// peerbenchFiles are the files of shared/peerbench that a run needs.
+// peerbenchFiles are the files of the peerbench checkout (-peerbench) that
+// a run needs.
 var peerbenchFiles = []string{"go.mod", "go.sum", "run-peers.sh"}
 
 // ownerPatch makes peerbench's fencer target use a fresh owner per acquire.
@@ -92,12 +93,13 @@ func renamePeerFencer(line []byte) []byte {
 	return b
 }
 
-// peerWorkloads returns the workloads of wls the peers run: the plain
-// lock's (peerbench has no read-write lock or semaphore of Redis or etcd).
+// peerWorkloads returns the workloads of wls the peers run (bench.Workload's
+// Peers: the plain lock's; the peers have no read-write lock or semaphore
+// of Redis or etcd).
 func peerWorkloads(wls []string) []string {
 	var out []string
 	for _, wl := range wls {
-		if wl == bench.Uncontended || wl == bench.Contended {
+		if w, ok := bench.LookupWorkload(wl); ok && w.Peers {
 			out = append(out, wl)
 		}
 	}

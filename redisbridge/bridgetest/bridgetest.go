@@ -1,9 +1,11 @@
-// Package testnode runs a real one-node fencer in-process for the tests of
-// the packages that talk to one (client, cmd/fencer): server.Node, with
-// Raft and its log store in a temporary directory, and the RESP bridge on a
-// loopback port. It starts from TestMain as well as from a test, so it
-// reports errors rather than failing a test.
-package testnode
+// Package bridgetest runs a real one-node fencer in-process for the tests
+// of the packages that talk to one (client, cmd/fencer, rediscompat's
+// recorded replies): server.Node, with Raft and its log store in a
+// temporary directory, and the RESP bridge on a loopback port. It starts
+// from TestMain as well as from a test, so it reports errors rather than
+// failing a test. It sits above the bridge it starts, as net/http/httptest
+// does above net/http.
+package bridgetest
 
 import (
 	"io"
@@ -31,7 +33,7 @@ type Node struct {
 // listens; the node may not have elected itself yet, so a caller that times
 // requests waits for a first reply through the client it tests.
 func Start(nodeEdit func(*server.Config), bridgeEdit func(*redisbridge.Config)) (*Node, error) {
-	dir, err := os.MkdirTemp("", "fencer-testnode-")
+	dir, err := os.MkdirTemp("", "fencer-bridgetest-")
 	if err != nil {
 		return nil, err
 	}
