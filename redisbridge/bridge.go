@@ -58,6 +58,11 @@ type Locker interface {
 	Join(ctx context.Context, id, raftAddr, clientAddr string) error
 	Remove(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
+	// Member health (see memberhealth.go).
+	Progress() server.Progress
+	RecordProgress(id string, p server.Progress, version string)
+	MemberHealth(ctx context.Context, version string) ([]server.MemberHealth, error)
+	HealthLimits() (unreachable time.Duration, lag uint64)
 }
 
 // handler serves one command.
@@ -203,6 +208,8 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.forwarded": (*Bridge).forwarded,
 		"fence.statehash": (*Bridge).statehash,
 		"fence.snapshot":  (*Bridge).snapshot,
+		"fence.progress":  (*Bridge).progress,
+		"fence.health":    (*Bridge).health,
 	}
 	// Every other Redis command the Redis-compatible layer has.
 	for _, name := range rediscompat.Names() {
@@ -238,6 +245,7 @@ func (b *Bridge) Serve(ln net.Listener) error {
 	b.srv.AcceptError = func(err error) { b.log.Warn("accept failed", "err", err) }
 	b.srv.SetIdleClose(b.cfg.IdleTimeout)
 	defer close(b.done)
+	go b.probeMembers()
 	return b.srv.Serve(ln)
 }
 
@@ -294,7 +302,11 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		writeError(c, errf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", commandName(cmd.Args)))
 		return
 	}
-	h(b, &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st})
+	r := &request{c: c, args: cmd.Args, raw: cmd.Raw, conn: st}
+	if action, ok := audited(name, cmd.Args); ok {
+		b.audit(r, action)
+	}
+	h(b, r)
 }
 
 // commandName is the name Redis reports for a command: "get", or

@@ -69,6 +69,8 @@ var commandSpecs = map[string]cmdSpec{
 	"fence.remove":     {arity: 2, flags: []string{"write"}, group: "fencer", summary: "Removes a member: id."},
 	"fence.transfer":   {arity: -1, flags: []string{"write"}, group: "fencer", summary: "Transfers leadership: [id]."},
 	"fence.forwarded":  {arity: 1, group: "fencer", summary: "Marks a connection as one a node forwards commands over."},
+	"fence.progress":   {arity: 1, group: "fencer", summary: "Returns this node's own progress: role, term, log, commit and applied indexes, last contact with a leader, version."},
+	"fence.health":     {arity: 1, group: "fencer", summary: "Returns the leader's view of every member's health: reachable, last answer, lag, version."},
 }
 
 func init() {

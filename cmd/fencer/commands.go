@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fencerlock/fencer/client"
@@ -127,28 +126,6 @@ clock).`,
 					fmt.Fprintf(a.stdout, "owner=%s token=%d remaining=%v\n", shellQuote(s.Owner), s.Token, s.Remaining)
 				}
 				return nil
-			})
-		},
-	}
-}
-
-func (a *app) membersCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "members",
-		Short: "List the cluster's members",
-		Args:  args(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
-				ms, err := c.Members(ctx)
-				if err != nil {
-					return err
-				}
-				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tRAFT ADDRESS\tCLIENT ADDRESS\tROLE")
-				for _, m := range ms {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), m.Role)
-				}
-				return w.Flush()
 			})
 		},
 	}

@@ -139,7 +139,6 @@ exits with its command's status, or 125 if it could not take the lock, 126 if
 the command cannot be run, 127 if it is not found.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.resolveAddrs(cmd); err != nil {
 				return err
@@ -153,7 +152,8 @@ the command cannot be run, 127 if it is not found.`,
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "how long a request may take, trying every address, before fencer gives up (waits for a lock excluded)")
 	a.sec.addFlags(root)
 	root.AddCommand(a.acquireCommand(), a.extendCommand(), a.releaseCommand(), a.statusCommand(),
-		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand(), a.benchCommand())
+		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand(), a.benchCommand(),
+		a.leaderCommand(), a.transferCommand(), a.revokeCommand())
 	root.AddCommand(a.electCommand(), a.versionCommand())
 	return root
 }
@@ -161,6 +161,7 @@ the command cannot be run, 127 if it is not found.`,
 // resolveAddrs applies --addr, FENCER_ADDR and the default, in that order.
 func (a *app) resolveAddrs(cmd *cobra.Command) error {
 	var addrs []string
+	a.addrs = nil
 	if cmd.Flags().Changed("addr") {
 		addrs, _ = cmd.Flags().GetStringSlice("addr")
 	} else if env := a.getenv("FENCER_ADDR"); env != "" {
