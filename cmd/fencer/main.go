@@ -137,8 +137,8 @@ Exit status: 0 on success; 1 if the request failed, the lock is held by another
 owner, or the owner does not hold it; 2 for a bad command line. fencer lock
 exits with its command's status, or 125 if it could not take the lock, 126 if
 the command cannot be run, 127 if it is not found.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.resolveAddrs(cmd); err != nil {
 				return err
