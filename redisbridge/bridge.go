@@ -63,6 +63,9 @@ type Locker interface {
 	RecordProgress(id string, p server.Progress, version string)
 	MemberHealth(ctx context.Context, version string) ([]server.MemberHealth, error)
 	HealthLimits() (unreachable time.Duration, lag uint64)
+	// Listings (see listing.go).
+	Locks(ctx context.Context, q server.LockQuery) (server.LockPage, error)
+	Sessions(ctx context.Context, after uint64, count int, user string) (server.SessionPage, error)
 }
 
 // handler serves one command.
@@ -210,6 +213,8 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.snapshot":  (*Bridge).snapshot,
 		"fence.progress":  (*Bridge).progress,
 		"fence.health":    (*Bridge).health,
+		"fence.locks":     (*Bridge).locks,
+		"fence.sessions":  (*Bridge).sessions,
 	}
 	// Every other Redis command the Redis-compatible layer has.
 	for _, name := range rediscompat.Names() {

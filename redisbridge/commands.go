@@ -70,6 +70,8 @@ var commandSpecs = map[string]cmdSpec{
 	"fence.transfer":   {arity: -1, flags: []string{"write"}, group: "fencer", summary: "Transfers leadership: [id]."},
 	"fence.forwarded":  {arity: 1, group: "fencer", summary: "Marks a connection as one a node forwards commands over."},
 	"fence.progress":   {arity: 1, group: "fencer", summary: "Returns this node's own progress: role, term, log, commit and applied indexes, last contact with a leader, version."},
+	"fence.locks":      {arity: -1, flags: []string{"readonly"}, group: "fencer", summary: "Lists locks by name with holders, tokens, time left and waiters, a page at a time: [PREFIX p] [AFTER name] [COUNT n] [MATCH pattern] [ELECTIONS]."},
+	"fence.sessions":   {arity: -1, flags: []string{"readonly"}, group: "fencer", summary: "Lists open sessions with their user, TTL and locks, a page at a time: [AFTER id] [COUNT n] [USER name]."},
 	"fence.health":     {arity: 1, group: "fencer", summary: "Returns the leader's view of every member's health: reachable, last answer, lag, version."},
 }
 

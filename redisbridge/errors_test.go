@@ -81,6 +81,12 @@ func (f faultyLocker) MemberHealth(context.Context, string) ([]server.MemberHeal
 	return nil, f.err
 }
 func (f faultyLocker) HealthLimits() (time.Duration, uint64) { return time.Second, 1 }
+func (f faultyLocker) Locks(context.Context, server.LockQuery) (server.LockPage, error) {
+	return server.LockPage{}, f.err
+}
+func (f faultyLocker) Sessions(context.Context, uint64, int, string) (server.SessionPage, error) {
+	return server.SessionPage{}, f.err
+}
 
 // serveLocker serves a bridge over l on a loopback port until the test ends
 // and returns a client of it.

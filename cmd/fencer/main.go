@@ -153,7 +153,8 @@ the command cannot be run, 127 if it is not found.`,
 	a.sec.addFlags(root)
 	root.AddCommand(a.acquireCommand(), a.extendCommand(), a.releaseCommand(), a.statusCommand(),
 		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand(), a.benchCommand(),
-		a.leaderCommand(), a.transferCommand(), a.revokeCommand())
+		a.leaderCommand(), a.transferCommand(), a.revokeCommand(), a.locksCommand(), a.sessionsCommand(),
+		a.electionsCommand(), a.watchCommand())
 	root.AddCommand(a.electCommand(), a.versionCommand())
 	return root
 }

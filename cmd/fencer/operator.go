@@ -40,6 +40,11 @@ func (a *app) writeJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// writeJSONLine prints v as one line of JSON (a stream of events).
+func (a *app) writeJSONLine(v any) error {
+	return json.NewEncoder(a.stdout).Encode(v)
+}
+
 // memberJSON is one member in fencer members --output json.
 type memberJSON struct {
 	ID           string `json:"id"`
