@@ -2,6 +2,7 @@ package redisbridge
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ func (b *Bridge) locks(r *request) {
 			continue
 		}
 		if i+1 >= len(r.args) {
-			writeError(r.c, errSyntax)
+			writeError(r.c, errOption(r.args[i], "PREFIX p, AFTER name, COUNT n, MATCH pattern or ELECTIONS"))
 			return
 		}
 		v := string(r.args[i+1])
@@ -48,12 +49,12 @@ func (b *Bridge) locks(r *request) {
 		case "COUNT":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > server.MaxListCount {
-				writeError(r.c, errf("COUNT must be an integer from 1 to %d, got '%s'", server.MaxListCount, truncate(r.args[i], 32)))
+				writeError(r.c, errArg("count", fmt.Sprintf("a whole number from 1 to %d", server.MaxListCount), r.args[i]))
 				return
 			}
 			q.Count = n
 		default:
-			writeError(r.c, errSyntax)
+			writeError(r.c, errOption(r.args[i-1], "PREFIX p, AFTER name, COUNT n, MATCH pattern or ELECTIONS"))
 			return
 		}
 	}
@@ -112,7 +113,7 @@ func (b *Bridge) sessions(r *request) {
 	after, count, user := uint64(0), defaultListCount, ""
 	for i := 1; i < len(r.args); i += 2 {
 		if i+1 >= len(r.args) {
-			writeError(r.c, errSyntax)
+			writeError(r.c, errOption(r.args[i], "AFTER id, COUNT n or USER name, each with its value"))
 			return
 		}
 		v := string(r.args[i+1])
@@ -120,21 +121,21 @@ func (b *Bridge) sessions(r *request) {
 		case "AFTER":
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				writeError(r.c, errf("AFTER must be a session ID, got '%s'", truncate(r.args[i+1], 32)))
+				writeError(r.c, errSessionID(r.args[i+1]))
 				return
 			}
 			after = n
 		case "COUNT":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > server.MaxListCount {
-				writeError(r.c, errf("COUNT must be an integer from 1 to %d, got '%s'", server.MaxListCount, truncate(r.args[i+1], 32)))
+				writeError(r.c, errArg("count", fmt.Sprintf("a whole number from 1 to %d", server.MaxListCount), r.args[i+1]))
 				return
 			}
 			count = n
 		case "USER":
 			user = v
 		default:
-			writeError(r.c, errSyntax)
+			writeError(r.c, errOption(r.args[i], "AFTER id, COUNT n or USER name"))
 			return
 		}
 	}
