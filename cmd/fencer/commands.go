@@ -78,6 +78,9 @@ func (a *app) extendCommand() *cobra.Command {
 				if !ok && errors.Is(err, client.ErrLeaseLost) {
 					return fmt.Errorf("%q does not hold %q", args[1], args[0])
 				}
+				if err == nil {
+					fmt.Fprintf(a.stdout, "extended %s for %v\n", shellQuote(args[0]), ttl)
+				}
 				return err
 			})
 		},
@@ -99,6 +102,9 @@ lock nor released it last.`,
 				ok, err := c.NewMutex(args[0], client.WithValue(args[1])).UnlockContext(ctx)
 				if !ok && errors.Is(err, client.ErrLeaseLost) {
 					return fmt.Errorf("%q does not hold %q", args[1], args[0])
+				}
+				if err == nil {
+					fmt.Fprintf(a.stdout, "released %s\n", shellQuote(args[0]))
 				}
 				return err
 			})
@@ -140,7 +146,11 @@ at CLIENT-ADDR, to the cluster as a voter. fencerd --join does this itself.`,
 		Args: args(3, "ID, RAFT-ADDR and CLIENT-ADDR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, a.adminBound(), func(ctx context.Context, c *client.Client) error {
-				return c.Join(ctx, args[0], args[1], args[2])
+				if err := c.Join(ctx, args[0], args[1], args[2]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%s is a voting member (raft %s, clients %s)\n", args[0], args[1], args[2])
+				return nil
 			})
 		},
 	}
@@ -153,7 +163,11 @@ func (a *app) removeCommand() *cobra.Command {
 		Args:  args(1, "the node's ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, a.adminBound(), func(ctx context.Context, c *client.Client) error {
-				return c.Remove(ctx, args[0])
+				if err := c.Remove(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "removed %s from the cluster\n", args[0])
+				return nil
 			})
 		},
 	}

@@ -94,7 +94,7 @@ func (a *app) runElected(ctx context.Context, name, value string, argv []string,
 	}
 	c, err := a.client()
 	if err != nil {
-		return err
+		return lockFailure(err)
 	}
 	defer c.Close()
 

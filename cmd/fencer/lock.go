@@ -158,7 +158,7 @@ func (a *app) runLocked(ctx context.Context, kind lockKind, name string, argv []
 	}
 	c, err := a.client()
 	if err != nil {
-		return err
+		return lockFailure(err)
 	}
 	defer c.Close()
 

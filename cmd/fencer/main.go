@@ -58,10 +58,12 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	addrs   []string
-	timeout time.Duration
-	sec     security
-	code    int // exit code set by a command that succeeded but has one of its own
+	addrs []string
+	// addrSource says where addrs came from, for an error a person reads.
+	addrSource string
+	timeout    time.Duration
+	sec        security
+	code       int // exit code set by a command that succeeded but has one of its own
 }
 
 // exitError carries an exit code other than exitFailure.
@@ -165,10 +167,13 @@ func (a *app) resolveAddrs(cmd *cobra.Command) error {
 	a.addrs = nil
 	if cmd.Flags().Changed("addr") {
 		addrs, _ = cmd.Flags().GetStringSlice("addr")
+		a.addrSource = "from --addr"
 	} else if env := a.getenv("FENCER_ADDR"); env != "" {
 		addrs = strings.Split(env, ",")
+		a.addrSource = "from $FENCER_ADDR"
 	} else {
 		addrs = []string{defaultAddr}
+		a.addrSource = "the default: set the cluster's client addresses with --addr or $FENCER_ADDR"
 	}
 	for _, s := range addrs {
 		if s = strings.TrimSpace(s); s != "" {
@@ -186,6 +191,9 @@ func (a *app) resolveAddrs(cmd *cobra.Command) error {
 
 // client returns a client of the cluster; close it when done.
 func (a *app) client() (*client.Client, error) {
+	if err := a.reachable(context.Background()); err != nil {
+		return nil, err
+	}
 	opts := append([]client.Option{client.WithFailoverTimeout(a.timeout), client.WithRequestTimeout(a.requestTimeout())}, a.sec.options()...)
 	c, err := client.New(a.addrs, opts...)
 	if err != nil {
