@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Listings for operators: pages of the lock table and of the sessions,
@@ -203,4 +204,17 @@ func (n *Node) Sessions(ctx context.Context, after uint64, count int, user strin
 		p.Next = ss[len(ss)-1].ID
 	}
 	return p, nil
+}
+
+// newExpiryBacklog exports how many expiries the leader proposed that are
+// not applied yet: one that stays high means expiries cannot commit.
+func newExpiryBacklog(n *Node) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_expiry_backlog",
+		Help: "On the leader: leases whose expiry was proposed and is not applied yet. One that stays high means expiries cannot commit (no quorum, a slow disk) and run-out leases stay in the table.",
+	}, func() float64 {
+		n.grants.mu.Lock()
+		defer n.grants.mu.Unlock()
+		return float64(len(n.grants.leases.expiring))
+	})
 }
