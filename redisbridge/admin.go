@@ -97,6 +97,7 @@ func (b *Bridge) forwarded(r *request) {
 		return
 	}
 	r.conn.forwarded = true
+	r.conn.nodeUser = r.conn.user
 	r.c.WriteString("OK")
 }
 

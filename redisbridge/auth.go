@@ -167,7 +167,7 @@ var allowedBeforeAuth = map[string]bool{"auth": true, "hello": true, "ping": tru
 var adminCommands = map[string]bool{
 	"fence.join": true, "fence.remove": true, "fence.transfer": true,
 	"fence.snapshot": true, "fence.statehash": true, "fence.forwarded": true,
-	"fence.progress": true, "fence.health": true,
+	"fence.progress": true, "fence.health": true, "fence.onbehalf": true,
 }
 
 // sessionAdmin reports whether a FENCE.SESSION subcommand needs a user

@@ -88,6 +88,9 @@ type connState struct {
 	// commands here: a NOTLEADER is answered, never forwarded again, so two
 	// nodes with different views of the leader cannot bounce a command.
 	forwarded bool
+	// nodeUser is the user a forwarding node authenticated as; each
+	// command on its connection starts as that user (see onbehalf.go).
+	nodeUser *User
 	// id is the connection's CLIENT ID.
 	id int64
 	// proto is the RESP version replies are written in: 2 until HELLO 3.
@@ -215,6 +218,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 		"fence.health":    (*Bridge).health,
 		"fence.locks":     (*Bridge).locks,
 		"fence.sessions":  (*Bridge).sessions,
+		"fence.onbehalf":  (*Bridge).onbehalf,
 	}
 	// Every other Redis command the Redis-compatible layer has.
 	for _, name := range rediscompat.Names() {
@@ -291,6 +295,17 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		writeError(c, e)
 		return
 	}
+	if st.forwarded {
+		// A forwarded request runs as the user it names (FENCE.ONBEHALF),
+		// a bare one as the forwarding node's user.
+		st.user = st.nodeUser
+	}
+	b.dispatch(c, st, cmd.Args, cmd.Raw)
+}
+
+// dispatch checks and runs one command on st's connection.
+func (b *Bridge) dispatch(c redcon.Conn, st *connState, args [][]byte, raw []byte) {
+	cmd := redcon.Command{Args: args, Raw: raw}
 	name := strings.ToLower(string(cmd.Args[0]))
 	if e := b.permission(st, name, cmd.Args); e.Code != "" {
 		writeError(c, e)
@@ -391,7 +406,7 @@ func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 		}
 	}
 	for tries := 0; ; tries++ {
-		reply, sent, ferr := b.fwd.roundTrip(ctx, addr, r.conn.proto, r.raw)
+		reply, sent, ferr := b.fwd.roundTrip(ctx, addr, r.conn.proto, onBehalf(r.conn, r.raw, r.args))
 		switch {
 		case ferr == nil:
 			r.c.WriteRaw(reply)

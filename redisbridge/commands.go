@@ -69,6 +69,7 @@ var commandSpecs = map[string]cmdSpec{
 	"fence.remove":     {arity: 2, flags: []string{"write"}, group: "fencer", summary: "Removes a member: id."},
 	"fence.transfer":   {arity: -1, flags: []string{"write"}, group: "fencer", summary: "Transfers leadership: [id]."},
 	"fence.forwarded":  {arity: 1, group: "fencer", summary: "Marks a connection as one a node forwards commands over."},
+	"fence.onbehalf":   {arity: -4, group: "fencer", summary: "Runs a forwarded command as the user who sent it to the forwarding node: user pattern command [arg ...]."},
 	"fence.progress":   {arity: 1, group: "fencer", summary: "Returns this node's own progress: role, term, log, commit and applied indexes, last contact with a leader, version."},
 	"fence.locks":      {arity: -1, flags: []string{"readonly"}, group: "fencer", summary: "Lists locks by name with holders, tokens, time left and waiters, a page at a time: [PREFIX p] [AFTER name] [COUNT n] [MATCH pattern] [ELECTIONS]."},
 	"fence.sessions":   {arity: -1, flags: []string{"readonly"}, group: "fencer", summary: "Lists open sessions with their user, TTL and locks, a page at a time: [AFTER id] [COUNT n] [USER name]."},

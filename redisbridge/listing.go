@@ -1,20 +1,19 @@
 package redisbridge
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
-	"github.com/fencerlock/fencer/internal/resp"
 	"github.com/fencerlock/fencer/server"
+	"github.com/fencerlock/fencer/wire"
 	"github.com/tidwall/match"
 )
 
 // Listings for operators, answered by the leader (a follower forwards them,
-// narrowed to what its client's user may see).
+// on behalf of its client's user: see onbehalf.go).
 
 // defaultListCount is a page's size when COUNT is not given.
 const defaultListCount = 100
@@ -73,7 +72,7 @@ func (b *Bridge) locks(r *request) {
 	defer cancel()
 	p, err := b.locker.Locks(ctx, q)
 	if err != nil {
-		b.failNarrowed(ctx, r, err, "MATCH")
+		b.fail(ctx, r, err)
 		return
 	}
 	r.mapHeader(4)
@@ -141,7 +140,7 @@ func (b *Bridge) sessions(r *request) {
 	}
 	if u := r.conn.user; u != nil && u.Pattern != "*" {
 		if user != "" && user != u.Name {
-			writeError(r.c, errf("NOPERM User %s may list only its own sessions", u.Name))
+			writeError(r.c, wire.Error{Code: wire.NoPerm, Text: fmt.Sprintf("User %s may list only its own sessions", u.Name)})
 			return
 		}
 		user = u.Name
@@ -150,11 +149,7 @@ func (b *Bridge) sessions(r *request) {
 	defer cancel()
 	p, err := b.locker.Sessions(ctx, after, count, user)
 	if err != nil {
-		if user != "" {
-			b.failNarrowed(ctx, r, err, "USER", user)
-		} else {
-			b.fail(ctx, r, err)
-		}
+		b.fail(ctx, r, err)
 		return
 	}
 	r.mapHeader(3)
@@ -171,25 +166,6 @@ func (b *Bridge) sessions(r *request) {
 			r.c.WriteBulkString(n)
 		}
 	}
-}
-
-// failNarrowed answers err as fail does, but a command forwarded to the
-// leader first gets extra arguments that narrow it to what this node's
-// client may see (the leader knows only the forwarding node's user). With
-// opt "MATCH", the argument is the user's pattern.
-func (b *Bridge) failNarrowed(ctx context.Context, r *request, err error, opt string, val ...string) {
-	if opt == "MATCH" {
-		if u := r.conn.user; u != nil && u.Pattern != "*" {
-			val = []string{u.Pattern}
-		}
-	}
-	if len(val) > 0 {
-		args := append(append([][]byte{}, r.args...), []byte(opt), []byte(val[0]))
-		nr := *r
-		nr.raw = resp.AppendCommand(nil, args...)
-		r = &nr
-	}
-	b.fail(ctx, r, err)
 }
 
 // writeFields2 writes pairs of strings as map entries (the header written

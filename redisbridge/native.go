@@ -200,7 +200,7 @@ func (b *Bridge) runAcquire(r *request, lead [][]byte, o acquireOptions, slot bo
 			resend := append(append([][]byte(nil), lead...), []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
 			resend = append(resend, o.sessionArgs...)
 			raw := resp.AppendCommand(nil, resend...)
-			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, raw)
+			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, onBehalf(r.conn, raw, resend))
 			code := replyCode(reply)
 			switch {
 			case ferr != nil:
