@@ -426,7 +426,7 @@ func (a *app) completeLocks(cmd *cobra.Command, prefix string) []cobra.Completio
 	if a.resolveAddrs(cmd) != nil || a.sec.resolve(cmd, a.getenv) != nil {
 		return nil
 	}
-	c, err := a.client()
+	c, err := a.newClient()
 	if err != nil {
 		return nil
 	}

@@ -194,6 +194,12 @@ func (a *app) client() (*client.Client, error) {
 	if err := a.reachable(context.Background()); err != nil {
 		return nil, err
 	}
+	return a.newClient()
+}
+
+// newClient returns a client of the cluster without first checking that an
+// address answers.
+func (a *app) newClient() (*client.Client, error) {
 	opts := append([]client.Option{client.WithFailoverTimeout(a.timeout), client.WithRequestTimeout(a.requestTimeout())}, a.sec.options()...)
 	c, err := client.New(a.addrs, opts...)
 	if err != nil {

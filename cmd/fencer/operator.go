@@ -287,7 +287,7 @@ func (a *app) completeMembers(cmd *cobra.Command) []cobra.Completion {
 	if a.resolveAddrs(cmd) != nil || a.sec.resolve(cmd, a.getenv) != nil {
 		return nil
 	}
-	c, err := a.client()
+	c, err := a.newClient()
 	if err != nil {
 		return nil
 	}
