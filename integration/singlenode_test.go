@@ -192,12 +192,12 @@ func TestBadInputKeepsConnectionUsable(t *testing.T) {
 		{"release no args", []string{"FENCE.RELEASE"}, "ERR wrong number of arguments for 'fence.release' command"},
 		{"status two keys", []string{"FENCE.STATUS", "a", "b"}, "ERR wrong number of arguments"},
 		{"ping too many args", []string{"PING", "a", "b"}, "ERR wrong number of arguments for 'ping' command"},
-		{"ttl not an integer", []string{"FENCE.ACQUIRE", "a", "me", "ten"}, "ERR value is not an integer or out of range"},
-		{"ttl negative", []string{"FENCE.ACQUIRE", "a", "me", "-5"}, "ERR value is not an integer or out of range"},
-		{"ttl fraction", []string{"FENCE.ACQUIRE", "a", "me", "1.5"}, "ERR value is not an integer or out of range"},
-		{"extend ttl not an integer", []string{"FENCE.EXTEND", "a", "me", "x"}, "ERR value is not an integer or out of range"},
-		{"wait not an integer", []string{"FENCE.ACQUIRE", "a", "me", "1000", "WAIT", "soon"}, "ERR value is not an integer or out of range"},
-		{"wait misspelt", []string{"FENCE.ACQUIRE", "a", "me", "1000", "WAITS", "5"}, "ERR syntax error"},
+		{"ttl not an integer", []string{"FENCE.ACQUIRE", "a", "me", "ten"}, "ERR invalid argument: ttl: want a whole number of milliseconds, got 'ten'"},
+		{"ttl negative", []string{"FENCE.ACQUIRE", "a", "me", "-5"}, "ERR invalid argument: ttl: want a whole number of milliseconds, got '-5'"},
+		{"ttl fraction", []string{"FENCE.ACQUIRE", "a", "me", "1.5"}, "ERR invalid argument: ttl: want a whole number of milliseconds, got '1.5'"},
+		{"extend ttl not an integer", []string{"FENCE.EXTEND", "a", "me", "x"}, "ERR invalid argument: ttl: want a whole number of milliseconds, got 'x'"},
+		{"wait not an integer", []string{"FENCE.ACQUIRE", "a", "me", "1000", "WAIT", "soon"}, "ERR invalid argument: wait: want a whole number of milliseconds, got 'soon'"},
+		{"wait misspelt", []string{"FENCE.ACQUIRE", "a", "me", "1000", "WAITS", "5"}, "ERR invalid argument: option: 'WAITS' is not one here: want WAIT ms, SESSION id or VALUE v, each once"},
 		{"ttl below minimum", []string{"FENCE.ACQUIRE", "a", "me", "1"}, "ERR invalid argument"},
 		{"empty owner", []string{"FENCE.ACQUIRE", "a", "", "1000"}, "ERR invalid argument"},
 		{"unknown command", []string{"NOSUCH", "x", "y"}, "ERR unknown command 'NOSUCH', with args beginning with: 'x' 'y'"},
@@ -221,5 +221,5 @@ func TestBadInputKeepsConnectionUsable(t *testing.T) {
 
 	// redis-cli shows the same errors to a person.
 	out := cli(t, d, "FENCE.ACQUIRE", "a", "me", "ten")
-	assert.Equal(t, "ERR value is not an integer or out of range", out[0])
+	assert.Equal(t, "ERR invalid argument: ttl: want a whole number of milliseconds, got 'ten'", out[0])
 }

@@ -94,6 +94,7 @@ func (b *Bridge) transfer(r *request) {
 // commands over this connection; see connState.forwarded.
 func (b *Bridge) forwarded(r *request) {
 	r.conn.forwarded = true
+	r.conn.nodeUser = r.conn.user
 	r.c.WriteString("OK")
 }
 

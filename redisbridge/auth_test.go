@@ -140,3 +140,25 @@ func TestJoinAuthenticates(t *testing.T) {
 	assert.Contains(t, reply(authCommand("default", "wrong")), "WRONGPASS")
 	assert.Contains(t, reply(authCommand("default", "sekret")), "wrong number of arguments", "authenticated: the join itself is answered")
 }
+
+// A user limited to a pattern lists only the names it may see: KEYS, from a
+// client or a script, leaves the others out (Redis would refuse KEYS to such
+// a user unless its ACL allowed every key; fencer filters instead).
+func TestKeysListsOnlyTheUsersNames(t *testing.T) {
+	addr := startAuth(t)
+	admin := dialRaw(t, addr)
+	require.Equal(t, "+OK\r\n", admin.do("AUTH", "default", "sekret"))
+	for _, k := range []string{"app:1", "app:2", "other:1", "secret"} {
+		require.Equal(t, "+OK\r\n", admin.do("SET", k, "v", "PX", "60000"))
+	}
+	assert.Equal(t, "*4\r\n", admin.do("KEYS", "*")[:4], "the admin sees every name")
+	alice := dialRaw(t, addr)
+	require.Equal(t, "+OK\r\n", alice.do("AUTH", "alice", "apw"))
+	for _, cmd := range [][]string{
+		{"KEYS", "*"},
+		{"EVAL", "local k = redis.call('KEYS', '*'); table.sort(k); return k", "0"},
+	} {
+		got := alice.do(cmd...)
+		assert.Contains(t, []string{"*2\r\n$5\r\napp:1\r\n$5\r\napp:2\r\n", "*2\r\n$5\r\napp:2\r\n$5\r\napp:1\r\n"}, got, "%v", cmd)
+	}
+}

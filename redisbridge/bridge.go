@@ -34,6 +34,8 @@ type Locker interface {
 	rediscompat.Node
 	// DefaultLockTTL is the lease of a lock taken without a TTL (SETNX).
 	DefaultLockTTL() time.Duration
+	healthNode
+	listNode
 }
 
 // handler serves one command.
@@ -56,6 +58,9 @@ type connState struct {
 	// commands here: a NOTLEADER is answered, never forwarded again, so two
 	// nodes with different views of the leader cannot bounce a command.
 	forwarded bool
+	// nodeUser is the user a forwarding node authenticated as; each
+	// command on its connection starts as that user (see onbehalf.go).
+	nodeUser *User
 	// id is the connection's CLIENT ID.
 	id int64
 	// proto is the RESP version replies are written in: 2 until HELLO 3.
@@ -157,6 +162,7 @@ func (b *Bridge) Serve(ln net.Listener) error {
 	b.srv.AcceptError = func(err error) { b.log.Warn("accept failed", "err", err) }
 	b.srv.SetIdleClose(b.cfg.IdleTimeout)
 	defer close(b.done)
+	go b.probeMembers()
 	return b.srv.Serve(ln)
 }
 
@@ -197,6 +203,17 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 		writeError(c, e)
 		return
 	}
+	if st.forwarded {
+		// A forwarded request runs as the user it names (FENCE.ONBEHALF),
+		// a bare one as the forwarding node's user.
+		st.user = st.nodeUser
+	}
+	b.dispatch(c, st, cmd.Args, cmd.Raw)
+}
+
+// dispatch checks and runs one command on st's connection.
+func (b *Bridge) dispatch(c redcon.Conn, st *connState, args [][]byte, raw []byte) {
+	cmd := redcon.Command{Args: args, Raw: raw}
 	name := strings.ToLower(string(cmd.Args[0]))
 	entry := commands[name]
 	if e := b.permission(st, entry, name, cmd.Args); e.Code != "" {
@@ -217,6 +234,9 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 	if !entry.arityOK(len(cmd.Args)) {
 		wrongArity(r)
 		return
+	}
+	if action, ok := audited(name, cmd.Args); ok {
+		b.audit(r, action)
 	}
 	entry.handler(b, r)
 }
@@ -298,7 +318,7 @@ func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 		}
 	}
 	for tries := 0; ; tries++ {
-		reply, sent, ferr := b.fwd.roundTrip(ctx, addr, r.conn.proto, r.raw)
+		reply, sent, ferr := b.fwd.roundTrip(ctx, addr, r.conn.proto, onBehalf(r.conn, r.raw, r.args))
 		switch {
 		case ferr == nil:
 			r.c.WriteRaw(reply)

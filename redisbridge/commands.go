@@ -356,6 +356,16 @@ func nativeCommands() []command {
 			group: "fencer", summary: "Returns this node's applied index and the SHA-256 of its lock table (never forwarded)."},
 		{name: "fence.snapshot", arity: 1, flags: admin, keys: noKeys("it reads the whole table, as an admin"), handler: (*Bridge).snapshot,
 			group: "fencer", summary: "Returns the lock table's snapshot, from the leader."},
+		{name: "fence.progress", arity: 1, flags: admin, keys: noKeys("it reports this node's own progress"), handler: (*Bridge).progress,
+			group: "fencer", summary: "Returns this node's own progress: role, term, log, commit and applied indexes, last contact with a leader, version (never forwarded)."},
+		{name: "fence.health", arity: 1, flags: admin, keys: noKeys(cluster), handler: (*Bridge).health,
+			group: "fencer", summary: "Returns the leader's view of every member's health: reachable, last answer, lag, version."},
+		{name: "fence.locks", arity: -1, most: 11, flags: readonly, keys: noKeys("a listing: it shows only the names the user's pattern allows"), handler: (*Bridge).locks,
+			group: "fencer", summary: "Lists locks by name with holders, tokens, time left and waiters, a page at a time: [PREFIX p] [AFTER name] [COUNT n] [MATCH pattern] [ELECTIONS]."},
+		{name: "fence.sessions", arity: -1, most: 7, flags: readonly, keys: noKeys("it names sessions; a user limited to a pattern sees only its own"), handler: (*Bridge).sessions,
+			group: "fencer", summary: "Lists open sessions with their user, TTL and locks, a page at a time: [AFTER id] [COUNT n] [USER name]."},
+		{name: "fence.onbehalf", arity: -4, flags: admin, keys: noKeys("it runs the command it carries, whose own keys are checked then"), handler: (*Bridge).onbehalf,
+			group: "fencer", summary: "Runs a forwarded command as the user who sent it to the forwarding node: user pattern command [arg ...]."},
 	}
 }
 

@@ -28,6 +28,27 @@ var (
 	errSyntax     = wire.Error{Code: wire.Err, Text: "syntax error"}
 )
 
+// errMillis is the reply to a duration argument that is not a whole number
+// of milliseconds: it names the argument, its unit and what came.
+func errMillis(arg string, got []byte) wire.Error {
+	return errArg(arg, "a whole number of milliseconds", got)
+}
+
+// errSessionID is the reply to a session ID that is not one.
+func errSessionID(got []byte) wire.Error {
+	return errArg("session", "a session ID (a whole number from FENCE.SESSION OPEN)", got)
+}
+
+// errArg is the reply to an argument that is not what its place wants.
+func errArg(arg, want string, got []byte) wire.Error {
+	return wire.FormatInvalidArgument(arg, fmt.Sprintf("want %s, got '%s'", want, truncate(got, 64)))
+}
+
+// errOption is the reply to an option a command does not take there.
+func errOption(got []byte, want string) wire.Error {
+	return wire.FormatInvalidArgument("option", fmt.Sprintf("'%s' is not one here: want %s", truncate(got, 64), want))
+}
+
 // errf is an ERR reply.
 func errf(format string, args ...any) wire.Error {
 	return wire.Error{Code: wire.Err, Text: fmt.Sprintf(format, args...)}

@@ -75,6 +75,18 @@ func (f faultyLocker) ExtendMany(context.Context, []string, string, time.Duratio
 func (f faultyLocker) ReleaseMany(context.Context, []string, string, uint64) (int, error) {
 	return 0, f.err
 }
+func (f faultyLocker) Progress() server.Progress                      { return server.Progress{} }
+func (f faultyLocker) RecordProgress(string, server.Progress, string) {}
+func (f faultyLocker) MemberHealth(context.Context, string) ([]server.MemberHealth, error) {
+	return nil, f.err
+}
+func (f faultyLocker) HealthLimits() (time.Duration, uint64) { return time.Second, 1 }
+func (f faultyLocker) Locks(context.Context, server.LockQuery) (server.LockPage, error) {
+	return server.LockPage{}, f.err
+}
+func (f faultyLocker) Sessions(context.Context, uint64, int, string) (server.SessionPage, error) {
+	return server.SessionPage{}, f.err
+}
 
 // serveLocker serves a bridge over l on a loopback port until the test ends
 // and returns a client of it.

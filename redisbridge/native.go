@@ -70,7 +70,7 @@ func (b *Bridge) acquire(r *request) {
 	args := r.args
 	ttl, ok := parseMillis(args[3])
 	if !ok {
-		writeError(r.c, errNotInteger)
+		writeError(r.c, errMillis("ttl", args[3]))
 		return
 	}
 	o, ok := parseAcquireOptions(r, args[4:], true, ttl)
@@ -110,13 +110,13 @@ func parseAcquireOptions(r *request, opts [][]byte, withValue bool, ttl time.Dur
 		switch {
 		case strings.EqualFold(opt, "WAIT") && !hasWait:
 			if o.wait, ok = parseMillis(opts[i+1]); !ok {
-				writeError(r.c, errNotInteger)
+				writeError(r.c, errMillis("wait", opts[i+1]))
 				return o, false
 			}
 			hasWait = true
 		case strings.EqualFold(opt, "SESSION") && o.session == 0:
 			if o.session, ok = parseSession(opts[i+1]); !ok {
-				writeError(r.c, errNotInteger)
+				writeError(r.c, errSessionID(opts[i+1]))
 				return o, false
 			}
 			o.sessionArgs = append(o.sessionArgs, opts[i], opts[i+1])
@@ -124,7 +124,11 @@ func parseAcquireOptions(r *request, opts [][]byte, withValue bool, ttl time.Dur
 			o.value, hasValue = opts[i+1], true
 			o.sessionArgs = append(o.sessionArgs, opts[i], opts[i+1])
 		default:
-			writeError(r.c, errSyntax)
+			want := "WAIT ms or SESSION id, each once"
+			if withValue {
+				want = "WAIT ms, SESSION id or VALUE v, each once"
+			}
+			writeError(r.c, errOption(opts[i], want))
 			return o, false
 		}
 	}
@@ -197,7 +201,7 @@ func (b *Bridge) runAcquire(r *request, lead [][]byte, o acquireOptions, slot bo
 			resend := append(append([][]byte(nil), lead...), []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
 			resend = append(resend, o.sessionArgs...)
 			raw := resp.AppendCommand(nil, resend...)
-			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, raw)
+			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, onBehalf(r.conn, raw, resend))
 			code := replyCode(reply)
 			switch {
 			case ferr != nil:
@@ -284,7 +288,7 @@ func (b *Bridge) writeSlotGrant(ctx context.Context, r *request, g server.Grant,
 func (b *Bridge) extend(r *request) {
 	ttl, ok := parseMillis(r.args[3])
 	if !ok {
-		writeError(r.c, errNotInteger)
+		writeError(r.c, errMillis("ttl", r.args[3]))
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
@@ -304,9 +308,9 @@ func (b *Bridge) release(r *request) {
 		session, ok := parseSession(r.args[4])
 		switch {
 		case !strings.EqualFold(string(r.args[3]), "SESSION"):
-			writeError(r.c, errSyntax)
+			writeError(r.c, errOption(r.args[3], "SESSION id"))
 		case !ok:
-			writeError(r.c, errNotInteger)
+			writeError(r.c, errSessionID(r.args[4]))
 		default:
 			b.boolCall(r, func(ctx context.Context) (bool, error) {
 				if !b.sessionPermitted(ctx, r, session) {
@@ -394,7 +398,7 @@ func (b *Bridge) withStatus(r *request, free func(), held func(server.Status)) {
 func (b *Bridge) check(r *request) {
 	tok, err := strconv.ParseUint(string(r.args[2]), 10, 64)
 	if err != nil {
-		writeError(r.c, errNotInteger)
+		writeError(r.c, errArg("token", "a fencing token (a whole number)", r.args[2]))
 		return
 	}
 	ctx, cancel := b.requestCtx(0)

@@ -54,7 +54,7 @@ func (b *Bridge) session(r *request) {
 	if sub == "OPEN" {
 		ttl, ok := parseMillis(r.args[2])
 		if !ok {
-			writeError(r.c, errNotInteger)
+			writeError(r.c, errMillis("ttl", r.args[2]))
 			return
 		}
 		ctx, cancel := b.requestCtx(0)

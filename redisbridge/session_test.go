@@ -86,16 +86,16 @@ func TestSessionBadRequests(t *testing.T) {
 		want string
 	}{
 		{[]any{"FENCE.SESSION", "OPEN"}, "ERR wrong number of arguments for 'fence.session' command"},
-		{[]any{"FENCE.SESSION", "OPEN", "x"}, "ERR value is not an integer or out of range"},
+		{[]any{"FENCE.SESSION", "OPEN", "x"}, "ERR invalid argument: ttl: want a whole number of milliseconds, got 'x'"},
 		{[]any{"FENCE.SESSION", "OPEN", 1}, "ERR invalid argument: ttl: "},
 		{[]any{"FENCE.SESSION", "NOPE", 1}, "ERR unknown subcommand 'NOPE'"},
 		{[]any{"FENCE.SESSION", "CLOSE", 0}, "ERR invalid argument: session: "},
 		{[]any{"FENCE.ACQUIRE", "k", "o", 1000, "SESSION", 5}, "ERR invalid argument: ttl: must be 0 under a session"},
 		{[]any{"FENCE.ACQUIRE", "k", "o", 1000, "VALUE", "v"}, "ERR invalid argument: value: "},
 		{[]any{"FENCE.ACQUIRE", "k", "o", 0, "SESSION"}, "ERR wrong number of arguments for 'fence.acquire' command"},
-		{[]any{"FENCE.ACQUIRE", "k", "o", 0, "SESSION", "x"}, "ERR value is not an integer or out of range"},
-		{[]any{"FENCE.ACQUIRE", "k", "o", 1000, "WAIT", 10, "WAIT", 10}, "ERR syntax error"},
-		{[]any{"FENCE.RELEASE", "k", "o", "SESS", 1}, "ERR syntax error"},
+		{[]any{"FENCE.ACQUIRE", "k", "o", 0, "SESSION", "x"}, "ERR invalid argument: session: want a session ID"},
+		{[]any{"FENCE.ACQUIRE", "k", "o", 1000, "WAIT", 10, "WAIT", 10}, "ERR invalid argument: option: 'WAIT' is not one here"},
+		{[]any{"FENCE.RELEASE", "k", "o", "SESS", 1}, "ERR invalid argument: option: 'SESS' is not one here: want SESSION id"},
 		{[]any{"FENCE.PROCLAIM", "k", "o", "x", "v"}, "ERR invalid argument: session: "},
 	} {
 		_, err := do(t, c, tc.args...)

@@ -44,14 +44,14 @@ func (b *Bridge) sharedAcquire(r *request, mode fsm.Mode, lead int) {
 	args := r.args
 	ttl, ok := parseMillis(args[3])
 	if !ok {
-		writeError(r.c, errNotInteger)
+		writeError(r.c, errMillis("ttl", args[3]))
 		return
 	}
 	permits := 0
 	if mode == fsm.ModePermit {
 		n, err := strconv.Atoi(string(args[4]))
 		if err != nil || n < 0 {
-			writeError(r.c, errNotInteger)
+			writeError(r.c, errArg("permits", "the semaphore's number of permits (a whole number)", args[4]))
 			return
 		}
 		permits = n
@@ -96,7 +96,7 @@ func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte,
 	n, err := strconv.Atoi(string(args[at]))
 	switch {
 	case err != nil || n < 0:
-		writeError(r.c, errNotInteger)
+		writeError(r.c, errArg("numkeys", "how many keys follow (a whole number)", args[at]))
 		return nil, nil, false
 	case n == 0 || n > server.MaxMultiKeys:
 		writeError(r.c, wire.FormatInvalidArgument("numkeys", fmt.Sprintf("%d is outside 1..%d", n, server.MaxMultiKeys)))
@@ -116,7 +116,7 @@ func multiKeys(r *request, args [][]byte, at int) (keys []string, rest [][]byte,
 // is wrong; it returns the TTL, the keys and the arguments after them.
 func ttlAndKeys(r *request) (ttl time.Duration, keys []string, rest [][]byte, ok bool) {
 	if ttl, ok = parseMillis(r.args[2]); !ok {
-		writeError(r.c, errNotInteger)
+		writeError(r.c, errMillis("ttl", r.args[2]))
 		return 0, nil, nil, false
 	}
 	keys, rest, ok = multiKeys(r, r.args, 3)
@@ -156,7 +156,7 @@ func (b *Bridge) mextend(r *request) {
 		return
 	}
 	if len(rest) != 0 {
-		writeError(r.c, errSyntax)
+		writeError(r.c, errOption(rest[0], "no options after the keys"))
 		return
 	}
 	ctx, cancel := b.requestCtx(0)
@@ -178,11 +178,11 @@ func (b *Bridge) mrelease(r *request) {
 	case len(rest) == 0:
 	case len(rest) == 2 && strings.EqualFold(string(rest[0]), "SESSION"):
 		if session, ok = parseSession(rest[1]); !ok {
-			writeError(r.c, errNotInteger)
+			writeError(r.c, errSessionID(rest[1]))
 			return
 		}
 	default:
-		writeError(r.c, errSyntax)
+		writeError(r.c, errOption(rest[0], "SESSION id"))
 		return
 	}
 	ctx, cancel := b.requestCtx(0)

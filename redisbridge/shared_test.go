@@ -55,7 +55,7 @@ func TestSharedCommands(t *testing.T) {
 	_, err = do(t, c, "FENCE.SEMACQUIRE", "sem", "c", 10000, 3)
 	assert.ErrorContains(t, err, "ERR invalid argument: permits: the semaphore sem has 2 permits, not 3")
 	_, err = do(t, c, "FENCE.SEMACQUIRE", "sem", "c", 10000, "x")
-	assert.ErrorContains(t, err, "not an integer")
+	assert.ErrorContains(t, err, "ERR invalid argument: permits: want the semaphore's number of permits (a whole number), got 'x'")
 	rel, err := do(t, c, "FENCE.RELEASE", "sem", "a")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), rel)
@@ -88,7 +88,7 @@ func TestSharedCommands(t *testing.T) {
 	_, err = do(t, c, "FENCE.MACQUIRE", "me", 10000, 3, "a", "b")
 	assert.ErrorContains(t, err, "wrong number of arguments")
 	_, err = do(t, c, "FENCE.MRELEASE", "me", 1, "a", "BOGUS")
-	assert.ErrorContains(t, err, "syntax error")
+	assert.ErrorContains(t, err, "option: 'BOGUS' is not one here: want SESSION id")
 	_, err = do(t, c, "FENCE.MACQUIRE", "me", 0, 2, "s1", "s2", "SESSION", 7)
 	assert.EqualError(t, err, "ERR invalid argument: session: several keys at once cannot be taken under a session")
 }

@@ -59,12 +59,12 @@ func (b *Bridge) watch(r *request) {
 	resume := len(r.args) == 4
 	if resume {
 		if !strings.EqualFold(string(r.args[2]), "from") {
-			writeError(r.c, errSyntax)
+			writeError(r.c, errOption(r.args[2], "FROM position"))
 			return
 		}
 		v, err := strconv.ParseUint(string(r.args[3]), 10, 64)
 		if err != nil {
-			writeError(r.c, errNotInteger)
+			writeError(r.c, errArg("from", "a log position (a whole number)", r.args[3]))
 			return
 		}
 		from = v

@@ -180,8 +180,8 @@ func TestWatchArgumentsAndLimits(t *testing.T) {
 	}{
 		{[]any{"FENCE.WATCH"}, "ERR wrong number of arguments for 'fence.watch' command"},
 		{[]any{"FENCE.WATCH", "k", "FROM"}, "ERR wrong number of arguments for 'fence.watch' command"},
-		{[]any{"FENCE.WATCH", "k", "AFTER", 3}, "ERR syntax error"},
-		{[]any{"FENCE.WATCH", "k", "FROM", -3}, "ERR value is not an integer or out of range"},
+		{[]any{"FENCE.WATCH", "k", "AFTER", 3}, "ERR invalid argument: option: 'AFTER' is not one here: want FROM position"},
+		{[]any{"FENCE.WATCH", "k", "FROM", -3}, "ERR invalid argument: from: want a log position (a whole number), got '-3'"},
 		{[]any{"FENCE.WATCH", "", "FROM", 3}, "ERR invalid argument: key: empty"},
 	} {
 		w.send(tc.args...)

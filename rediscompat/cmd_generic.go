@@ -179,15 +179,19 @@ func cmdKeys(c *call) Reply {
 	}
 	listed := map[string]bool{}
 	out := Array{}
+	// A user limited to some names lists only those (Redis refuses KEYS to
+	// a user whose ACL does not allow every key): no path lists a name the
+	// user may not see.
+	visible := func(k string) bool { return c.d.allowed == nil || c.d.allowed(k) }
 	for _, k := range c.d.st.Keys(pattern) {
 		listed[k] = true
-		if e, ok := c.d.loaded(k); ok && !e.exists {
-			continue // deleted by this script
+		if e, ok := c.d.loaded(k); ok && !e.exists || !visible(k) {
+			continue // deleted by this script, or not the user's
 		}
 		out = append(out, Bulk(k))
 	}
 	for _, e := range c.d.entries {
-		if e.exists && !listed[e.key] && match.Match(e.key, pattern) {
+		if e.exists && !listed[e.key] && visible(e.key) && match.Match(e.key, pattern) {
 			out = append(out, Bulk(e.key))
 		}
 	}

@@ -131,6 +131,17 @@ type Config struct {
 	// is not sent the whole table. It bounds the log on disk with
 	// SnapshotThreshold. The default is 10240 (Raft's).
 	TrailingLogs uint64
+	// MemberUnreachableAfter is how long a member may leave the leader's
+	// health probe (once a second) unanswered before it is reported
+	// unreachable, and unhealthy. The default, 5s, is several missed
+	// probes in a row: longer than a pause or a busy second, short
+	// enough that an operator sees a stopped node at once.
+	MemberUnreachableAfter time.Duration
+	// MemberLagLimit is how many entries a member's table may be behind
+	// the leader's commit index before it is reported unhealthy; 0, the
+	// default, means TrailingLogs: a member further behind than the
+	// entries a leader keeps can only catch up with a snapshot.
+	MemberLagLimit uint64
 	// RaftSegmentSize is the size of the Raft log's segment files
 	// (raft-wal's), in bytes. Compaction after a snapshot deletes only
 	// whole segments that are no longer the one being written, so a
@@ -172,6 +183,8 @@ func DefaultConfig() Config {
 		SnapshotRetain:    2,
 		TrailingLogs:      10240,
 		RaftLogLevel:      "warn",
+
+		MemberUnreachableAfter: 5 * time.Second,
 	}
 }
 
@@ -301,6 +314,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotRetain < 1 {
 		bad("SnapshotRetain", "must be at least 1, got %d", c.SnapshotRetain)
+	}
+	if c.MemberUnreachableAfter < 0 {
+		bad("MemberUnreachableAfter", "must not be negative")
 	}
 	if c.TrailingLogs == 0 {
 		bad("TrailingLogs", "must be positive")

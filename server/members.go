@@ -34,6 +34,12 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 			return nil, err
 		}
 	}
+	return n.configuredMembers(ctx)
+}
+
+// configuredMembers lists the servers of this node's latest Raft
+// configuration, committed or not, sorted by ID.
+func (n *Node) configuredMembers(ctx context.Context) ([]Member, error) {
 	var f raft.ConfigurationFuture
 	if err := n.await(ctx, func() raft.Future { f = n.raft.GetConfiguration(); return f }, contextErr); err != nil {
 		return nil, err

@@ -110,7 +110,7 @@ func buildInfo() prometheus.Collector {
 // registerNodeGauges adds the series read from the node when scraped.
 func (n *Node) registerNodeGauges() {
 	m := n.metrics
-	m.reg.MustRegister(newClusterInfo(n))
+	m.reg.MustRegister(newClusterInfo(n), newMemberHealthCollector(n), newExpiryBacklog(n))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencer_locks_held",
 		Help: "Locks held in this node's table.",

@@ -29,6 +29,7 @@ const nodeIDFile = "node-id"
 // timers, wait queues) in grants, which the apply path (applier) shares.
 type Node struct {
 	cfg    Config
+	health healthBook // the members' answers to the leader's probe
 	id     string
 	log    *slog.Logger
 	raft   *raft.Raft

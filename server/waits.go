@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"time"
 
 	"github.com/fencerlock/fencer/fsm"
 )
@@ -33,6 +34,9 @@ type waiter struct {
 	marked   []string // keys a multi-key grant in flight marks granting
 	done     chan waitOutcome
 	answered bool
+	// since is when it joined the line: a newer round that takes its
+	// place keeps it (listings show how long it has waited).
+	since time.Time
 }
 
 type waitOutcome struct {
@@ -47,10 +51,14 @@ func newWaitQueues() *waitQueues {
 
 // add queues w, replacing the waiter with the same owner in place.
 func (q *waitQueues) add(w *waiter) {
+	if w.since.IsZero() {
+		w.since = time.Now()
+	}
 	line := q.byKey[w.key]
 	for i, old := range line {
 		if old.owner == w.owner && old.keys == nil {
 			old.answer(waitOutcome{})
+			w.since = old.since
 			line[i] = w
 			return
 		}
@@ -72,9 +80,13 @@ func (q *waitQueues) head(key string) *waiter {
 // null (as add does for one key): a client's newer round of a wait keeps
 // the older one's place in every queue.
 func (q *waitQueues) addMany(m *waiter) {
+	if m.since.IsZero() {
+		m.since = time.Now()
+	}
 	for _, old := range q.byKey[m.keys[0]] {
 		if old != m && old.keys != nil && old.owner == m.owner && old.session == m.session &&
 			len(old.marked) == 0 && slices.Equal(old.keys, m.keys) {
+			m.since = old.since
 			for _, k := range m.keys {
 				line := q.byKey[k]
 				line[slices.Index(line, old)] = m

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fencerlock/fencer/client"
@@ -79,6 +78,9 @@ func (a *app) extendCommand() *cobra.Command {
 				if !ok && errors.Is(err, client.ErrLeaseLost) {
 					return fmt.Errorf("%q does not hold %q", args[1], args[0])
 				}
+				if err == nil {
+					fmt.Fprintf(a.stdout, "extended %s for %v\n", shellQuote(args[0]), ttl)
+				}
 				return err
 			})
 		},
@@ -100,6 +102,9 @@ lock nor released it last.`,
 				ok, err := c.NewMutex(args[0], client.WithValue(args[1])).UnlockContext(ctx)
 				if !ok && errors.Is(err, client.ErrLeaseLost) {
 					return fmt.Errorf("%q does not hold %q", args[1], args[0])
+				}
+				if err == nil {
+					fmt.Fprintf(a.stdout, "released %s\n", shellQuote(args[0]))
 				}
 				return err
 			})
@@ -132,28 +137,6 @@ clock).`,
 	}
 }
 
-func (a *app) membersCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "members",
-		Short: "List the cluster's members",
-		Args:  args(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
-				ms, err := c.Members(ctx)
-				if err != nil {
-					return err
-				}
-				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tRAFT ADDRESS\tCLIENT ADDRESS\tROLE")
-				for _, m := range ms {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.ClientAddr), m.Role)
-				}
-				return w.Flush()
-			})
-		},
-	}
-}
-
 func (a *app) joinCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "join ID RAFT-ADDR CLIENT-ADDR",
@@ -163,7 +146,11 @@ at CLIENT-ADDR, to the cluster as a voter. fencerd --join does this itself.`,
 		Args: args(3, "ID, RAFT-ADDR and CLIENT-ADDR"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, a.adminBound(), func(ctx context.Context, c *client.Client) error {
-				return c.Join(ctx, args[0], args[1], args[2])
+				if err := c.Join(ctx, args[0], args[1], args[2]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%s is a voting member (raft %s, clients %s)\n", args[0], args[1], args[2])
+				return nil
 			})
 		},
 	}
@@ -176,7 +163,11 @@ func (a *app) removeCommand() *cobra.Command {
 		Args:  args(1, "the node's ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, a.adminBound(), func(ctx context.Context, c *client.Client) error {
-				return c.Remove(ctx, args[0])
+				if err := c.Remove(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "removed %s from the cluster\n", args[0])
+				return nil
 			})
 		},
 	}

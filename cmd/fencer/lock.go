@@ -190,7 +190,7 @@ func (a *app) runUnder(ctx context.Context, argv []string, grace time.Duration, 
 	}
 	c, err := a.client()
 	if err != nil {
-		return err
+		return lockFailure(err)
 	}
 	defer c.Close()
 

@@ -58,10 +58,12 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	addrs   []string
-	timeout time.Duration
-	sec     security
-	code    int // exit code set by a command that succeeded but has one of its own
+	addrs []string
+	// addrSource says where addrs came from, for an error a person reads.
+	addrSource string
+	timeout    time.Duration
+	sec        security
+	code       int // exit code set by a command that succeeded but has one of its own
 }
 
 // exitError carries an exit code other than exitFailure.
@@ -137,9 +139,8 @@ Exit status: 0 on success; 1 if the request failed, the lock is held by another
 owner, or the owner does not hold it; 2 for a bad command line. fencer lock
 exits with its command's status, or 125 if it could not take the lock, 126 if
 the command cannot be run, 127 if it is not found.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.resolveAddrs(cmd); err != nil {
 				return err
@@ -153,7 +154,9 @@ the command cannot be run, 127 if it is not found.`,
 	f.DurationVar(&a.timeout, "timeout", 10*time.Second, "how long a request may take, trying every address, before fencer gives up (waits for a lock excluded)")
 	a.sec.addFlags(root)
 	root.AddCommand(a.acquireCommand(), a.extendCommand(), a.releaseCommand(), a.statusCommand(),
-		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand(), a.benchCommand())
+		a.lockCommand(), a.membersCommand(), a.joinCommand(), a.removeCommand(), a.snapshotCommand(), a.benchCommand(),
+		a.leaderCommand(), a.transferCommand(), a.revokeCommand(), a.locksCommand(), a.sessionsCommand(),
+		a.electionsCommand(), a.watchCommand())
 	root.AddCommand(a.electCommand(), a.versionCommand())
 	return root
 }
@@ -161,12 +164,16 @@ the command cannot be run, 127 if it is not found.`,
 // resolveAddrs applies --addr, FENCER_ADDR and the default, in that order.
 func (a *app) resolveAddrs(cmd *cobra.Command) error {
 	var addrs []string
+	a.addrs = nil
 	if cmd.Flags().Changed("addr") {
 		addrs, _ = cmd.Flags().GetStringSlice("addr")
+		a.addrSource = "from --addr"
 	} else if env := a.getenv("FENCER_ADDR"); env != "" {
 		addrs = strings.Split(env, ",")
+		a.addrSource = "from $FENCER_ADDR"
 	} else {
 		addrs = []string{defaultAddr}
+		a.addrSource = "the default: set the cluster's client addresses with --addr or $FENCER_ADDR"
 	}
 	for _, s := range addrs {
 		if s = strings.TrimSpace(s); s != "" {
@@ -184,6 +191,15 @@ func (a *app) resolveAddrs(cmd *cobra.Command) error {
 
 // client returns a client of the cluster; close it when done.
 func (a *app) client() (*client.Client, error) {
+	if err := a.reachable(context.Background()); err != nil {
+		return nil, err
+	}
+	return a.newClient()
+}
+
+// newClient returns a client of the cluster without first checking that an
+// address answers.
+func (a *app) newClient() (*client.Client, error) {
 	opts := append([]client.Option{client.WithFailoverTimeout(a.timeout), client.WithRequestTimeout(a.requestTimeout())}, a.sec.options()...)
 	c, err := client.New(a.addrs, opts...)
 	if err != nil {

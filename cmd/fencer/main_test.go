@@ -149,14 +149,14 @@ func TestAcquireExtendStatusRelease(t *testing.T) {
 	if r = fencer(t, "acquire", "cli-a"); r.code != 1 || !strings.Contains(r.stderr, "held by another owner") {
 		t.Fatalf("second acquire: exit %d, stderr %q; want 1 and 'held by another owner'", r.code, r.stderr)
 	}
-	if r = fencer(t, "extend", "cli-a", owner, "--ttl", "30s"); r.code != 0 || r.stdout != "" {
+	if r = fencer(t, "extend", "cli-a", owner, "--ttl", "30s"); r.code != 0 || r.stdout != "extended cli-a for 30s\n" {
 		t.Fatalf("extend: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r = fencer(t, "extend", "cli-a", "someone-else"); r.code != 1 || !strings.Contains(r.stderr, "does not hold") {
 		t.Fatalf("extend by a non-holder: exit %d, %q", r.code, r.stderr)
 	}
-	if r = fencer(t, "release", "cli-a", owner); r.code != 0 {
-		t.Fatalf("release: exit %d, %q", r.code, r.stderr)
+	if r = fencer(t, "release", "cli-a", owner); r.code != 0 || r.stdout != "released cli-a\n" {
+		t.Fatalf("release: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r = fencer(t, "release", "cli-a", owner); r.code != 0 {
 		t.Fatalf("a repeated release: exit %d, %q", r.code, r.stderr)
@@ -277,7 +277,7 @@ func TestMembers(t *testing.T) {
 	r := fencer(t, "members")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") ||
-		!strings.Contains(lines[1], nodeAddr) || !strings.HasSuffix(lines[1], "leader") {
+		!strings.Contains(lines[1], nodeAddr) || !strings.Contains(lines[1], " leader ") || !strings.Contains(lines[1], " healthy ") {
 		t.Fatalf("members: exit %d, %q", r.code, r.stdout)
 	}
 	if r := fencer(t, "remove", "no-such-node"); r.code != 1 || !strings.Contains(r.stderr, "no such member") {
@@ -296,7 +296,7 @@ func TestAddressSources(t *testing.T) {
 	}()
 	// --addr wins over FENCER_ADDR.
 	r := fencerEnv(t, map[string]string{"FENCER_ADDR": nodeAddr}, "--addr", dead, "--timeout", "500ms", "status", "x")
-	if r.code != 1 || !strings.Contains(r.stderr, "no leader reachable") {
+	if r.code != 1 || !strings.Contains(r.stderr, "no fencer node answers at "+dead+" (from --addr)") {
 		t.Fatalf("--addr of a dead node: exit %d, %q", r.code, r.stderr)
 	}
 	// A list: the dead node is skipped.

@@ -241,7 +241,7 @@ func TestTLSRefusals(t *testing.T) {
 	}
 	// Without TLS the node only drops the connection.
 	r = runAt(t, addr, nil, "--timeout", "500ms", "status", "x")
-	if r.code != exitFailure || !strings.Contains(r.stderr, "no leader reachable") {
+	if r.code != exitFailure || !strings.Contains(r.stderr, "or a TLS port without --tls") {
 		t.Errorf("plain TCP to a TLS node: exit %d, stderr %q", r.code, r.stderr)
 	}
 

@@ -33,7 +33,7 @@ func TestVersion(t *testing.T) {
 	if r := fencer(t, "--addr", dead, "version", "--client"); r.code != 0 || r.stdout != own {
 		t.Fatalf("version --client: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	if r := fencer(t, "--addr", dead, "--timeout", "500ms", "version"); r.code != 1 || r.stdout != own || !strings.Contains(r.stderr, "no leader reachable") {
+	if r := fencer(t, "--addr", dead, "--timeout", "500ms", "version"); r.code != 1 || r.stdout != own || !strings.Contains(r.stderr, "no fencer node answers") {
 		t.Fatalf("version against a dead node: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -98,6 +98,8 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.Uint64Var(&n.SnapshotThreshold, "snapshot-threshold", n.SnapshotThreshold, "Raft log entries, or commands applied (an entry may hold a batch), between snapshots")
 	f.DurationVar(&n.SnapshotInterval, "snapshot-interval", n.SnapshotInterval, "how often Raft and the node check whether to snapshot")
 	f.Uint64Var(&n.TrailingLogs, "raft-trailing-logs", n.TrailingLogs, "Raft log entries kept behind a snapshot, so that a follower a little behind catches up from the log instead of a snapshot")
+	f.DurationVar(&n.MemberUnreachableAfter, "member-unreachable-after", n.MemberUnreachableAfter, "on the leader, how long a member may leave the once-a-second health probe unanswered before it is reported unreachable (FENCE.HEALTH, fencer members)")
+	f.Uint64Var(&n.MemberLagLimit, "member-lag-limit", n.MemberLagLimit, "entries a member may be behind the leader's commit index before it is reported unhealthy (0: --raft-trailing-logs, past which it needs a snapshot)")
 	f.IntVar(&n.RaftSegmentSize, "raft-segment-size", n.RaftSegmentSize, "size in bytes of the Raft log's segment files (0: 64 MiB); the log is compacted a whole segment at a time")
 	f.StringVar(&c.logLevel, "log-level", c.logLevel, "log level: debug, info, warn, error")
 	f.StringVar(&c.logFormat, "log-format", c.logFormat, "log format, of fencerd's lines and Raft's alike: text (logfmt) or json")
@@ -166,7 +168,8 @@ var flagOf = map[string]string{
 	"MinTTL": "--min-ttl", "MaxTTL": "--max-ttl", "MaxWait": "--max-wait",
 	"MaxLocks": "--max-locks", "MaxSessions": "--max-sessions", "MaxSessionLocks": "--max-session-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",
 	"MaxBatch": "--max-batch", "Quotas": "--users", "SnapshotThreshold": "--snapshot-threshold",
-	"SnapshotInterval": "--snapshot-interval", "TrailingLogs": "--raft-trailing-logs", "RaftSegmentSize": "--raft-segment-size",
+	"SnapshotInterval": "--snapshot-interval", "TrailingLogs": "--raft-trailing-logs",
+	"MemberUnreachableAfter": "--member-unreachable-after", "MemberLagLimit": "--member-lag-limit", "RaftSegmentSize": "--raft-segment-size",
 	"RaftLogLevel": "--raft-log-level", "WatchWindow": "--watch-window", "MaxWatches": "--max-watches",
 
 	"RequestTimeout": "--request-timeout", "DefaultLockTTL": "--default-lock-ttl",
