@@ -138,7 +138,8 @@ final class Servers {
 
   static void signal(long pid, String name) {
     try {
-      new ProcessBuilder("kill", "-" + name, Long.toString(pid)).inheritIO().start().waitFor();
+      new ProcessBuilder("kill", "-" + name, Long.toString(pid)).redirectOutput(ProcessBuilder.Redirect.DISCARD)
+          .redirectError(ProcessBuilder.Redirect.DISCARD).start().waitFor();
     } catch (IOException e) {
       throw new RuntimeException(e);
     } catch (InterruptedException e) {
