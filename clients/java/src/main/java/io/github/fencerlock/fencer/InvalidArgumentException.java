@@ -10,6 +10,7 @@ package io.github.fencerlock.fencer;
 public class InvalidArgumentException extends FencerException {
   private static final long serialVersionUID = 1L;
 
+  /** The argument the server named, or null. */
   private final String argument;
 
   /**

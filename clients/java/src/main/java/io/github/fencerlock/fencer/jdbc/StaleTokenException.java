@@ -11,8 +11,11 @@ import io.github.fencerlock.fencer.FencerException;
 public class StaleTokenException extends FencerException {
   private static final long serialVersionUID = 1L;
 
+  /** The resource the write was refused for. */
   private final String resource;
+  /** The token the write carried. */
   private final long token;
+  /** The higher token the store holds. */
   private final long highest;
 
   /**
