@@ -255,6 +255,20 @@ final class Servers {
     return c;
   }
 
+  /**
+   * startNode starts a one-node cluster with extra flags (authentication,
+   * TLS) and does not wait for it: the caller waits with a client that can
+   * talk to it.
+   */
+  static Proc startNode(String... extra) {
+    int port = freePort();
+    String name = "node-" + port;
+    List<String> cmd = new ArrayList<>(List.of(fencerd(), "--data-dir", workDir().resolve(name).toString(),
+        "--listen", "127.0.0.1:" + port, "--raft-listen", "127.0.0.1:" + freePort(), "--http-listen", "off"));
+    cmd.addAll(Arrays.asList(extra));
+    return new Proc(name, port, cmd).start();
+  }
+
   /** one returns the shared one-node cluster, started on first use. */
   static synchronized Cluster one() {
     if (one == null) {
@@ -402,6 +416,18 @@ final class Servers {
     }
     if (postgres != null) {
       postgres.stop();
+      delete(postgres.dir);
+    }
+    if (workDir != null) {
+      delete(workDir);
+    }
+  }
+
+  static void delete(Path dir) {
+    try (java.util.stream.Stream<Path> s = Files.walk(dir)) {
+      s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException | RuntimeException e) {
+      // best effort, at exit
     }
   }
 }
