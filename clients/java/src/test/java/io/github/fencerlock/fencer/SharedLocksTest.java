@@ -103,6 +103,25 @@ class SharedLocksTest {
   }
 
   @Test
+  void aLockTakenFromTheSessionEndsItsLeaseAtTheNextKeepalive() throws Exception {
+    try (Session s = c.openSession(Duration.ofMillis(900))) {
+      String plain = key();
+      String shared = key();
+      Lease l = c.acquire(plain, new LeaseOptions().session(s));
+      Lease r = c.newReadWriteLock(shared, new LeaseOptions().session(s)).readLock();
+      Lease kept = c.acquire(key(), new LeaseOptions().session(s));
+      Servers.raw(Servers.oneAddr(), "FENCE.REVOKE", plain);
+      Servers.raw(Servers.oneAddr(), "FENCE.REVOKE", shared);
+      FencerException cause = l.done().get(5, TimeUnit.SECONDS);
+      assertTrue(cause instanceof LeaseLostException && !(cause instanceof SessionEndedException), String.valueOf(cause));
+      assertTrue(cause.getMessage().contains("taken from session"), cause.getMessage());
+      assertTrue(r.done().get(5, TimeUnit.SECONDS) instanceof LeaseLostException);
+      assertTrue(kept.isValid(), "a lock still held under the session keeps its lease");
+      assertTrue(s.isValid());
+    }
+  }
+
+  @Test
   void electionsHandLeadershipOnInArrivalOrderWithLargerEpochs() throws Exception {
     String name = key();
     Session s1 = c.openSession(Duration.ofSeconds(5));
