@@ -142,6 +142,37 @@ public final class Election {
   }
 
   /**
+   * observe delivers to listener the election's leader now (if there is
+   * one) and then every change of leader or of its value, in order, pushed
+   * by the server ({@code FENCE.WATCH}), without polling. Epochs delivered
+   * never go back. {@link Leader#session()} is 0: a watch does not carry it.
+   * Close the returned watch to stop.
+   *
+   * @param listener receives the leaders, on the watch's thread
+   * @return the watch
+   */
+  public Watch observe(java.util.function.Consumer<Leader> listener) {
+    Leader[] last = {null};
+    return client.watch(name, ev -> {
+      switch (ev.kind()) {
+        case GRANTED:
+        case PROCLAIMED:
+        case RESET:
+          break;
+        default:
+          return; // released, expired, revoked: the next grant follows
+      }
+      Leader ld = new Leader(ev.value(), ev.token(), ev.owner(), 0);
+      if (ld.epoch() == 0 || ld.equals(last[0])
+          || (last[0] != null && Long.compareUnsigned(ld.epoch(), last[0].epoch()) < 0)) {
+        return; // free, unchanged, or older than what was delivered
+      }
+      last[0] = ld;
+      listener.accept(ld);
+    });
+  }
+
+  /**
    * leader returns the election's current leader, or empty if there is
    * none. A linearizable read ({@code FENCE.HOLDER}).
    *

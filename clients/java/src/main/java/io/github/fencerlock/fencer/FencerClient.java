@@ -468,6 +468,41 @@ public final class FencerClient implements AutoCloseable {
     return num(v);
   }
 
+  // ---- watches
+
+  /**
+   * watch starts watching the lock name on one of the client's nodes (a
+   * follower serves it from its own log, as well as the leader) and returns
+   * once a node accepted it. The first event is a {@link Watch.Kind#RESET}
+   * with the current state; every change follows, in position order, to
+   * listener, on the watch's own thread.
+   *
+   * @param name the lock's name
+   * @param listener receives the events
+   * @return the watch
+   */
+  public Watch watch(String name, java.util.function.Consumer<Watch.Event> listener) {
+    return Watch.start(this, name, false, 0, listener);
+  }
+
+  /**
+   * watch starts watching the lock name after position from (an event's
+   * position seen earlier): every change after it is delivered, or, if the
+   * node no longer retains them all, a reset first.
+   *
+   * @param name the lock's name
+   * @param from the position to resume after
+   * @param listener receives the events
+   * @return the watch
+   */
+  public Watch watch(String name, long from, java.util.function.Consumer<Watch.Event> listener) {
+    return Watch.start(this, name, true, from, listener);
+  }
+
+  synchronized int current() {
+    return cur;
+  }
+
   // ---- closing
 
   boolean isClosed() {

@@ -118,7 +118,7 @@ final class Node {
    * handshake runs here, so that a certificate that does not verify fails
    * before anything is sent.
    */
-  private Socket socket(int timeoutMs) {
+  Socket socket(int timeoutMs) {
     FencerClient.Config cfg = client.cfg;
     Socket s = new Socket();
     try {
