@@ -131,4 +131,49 @@ class FailoverTest {
       cl.stop();
     }
   }
+
+  /**
+   * An acquire whose outcome cannot be known (the leader stopped with
+   * SIGSTOP while the command was forwarded to it, and the client gives up
+   * before a new leader settles it) ends in UncertainException, never a
+   * "no"; the client releases it in the background, so once the cluster
+   * answers again the lock is free, not held by an owner nobody tracks.
+   */
+  @Test
+  void anAcquireWhoseOutcomeIsUnknownIsUncertainAndReleasedLater() throws Exception {
+    Servers.Cluster cl = Servers.newCluster(3);
+    Servers.Proc leader = cl.leader(Duration.ofSeconds(10));
+    Servers.Proc follower = cl.nodes.stream().filter(p -> p != leader).findFirst().orElseThrow();
+    try (FencerClient c = FencerClient.builder(follower.addr()).requestTimeout(Duration.ofMillis(500))
+        .failoverTimeout(Duration.ofMillis(1500)).build();
+        FencerClient other = FencerClient.builder(cl.addrs()).build()) {
+      c.status("warm-up"); // a connection to the follower, and the follower's to the leader
+      leader.signal("STOP");
+      System.out.println("leader " + leader.addr() + " stopped; acquiring through " + follower.addr());
+      FencerException e;
+      try {
+        c.tryAcquire("uncertain");
+        throw new AssertionError("granted while the leader was stopped");
+      } catch (FencerException got) {
+        e = got;
+      }
+      System.out.println("acquire ended with " + e.getClass().getSimpleName() + ": " + e.getMessage());
+      assertTrue(e instanceof UncertainException, "not a no: " + e);
+      Thread.sleep(1000);
+      leader.signal("CONT");
+      Servers.await("the lock free after the background release", Duration.ofSeconds(30), () -> {
+        try {
+          return other.status("uncertain").isEmpty();
+        } catch (FencerException f) {
+          return false;
+        }
+      });
+      try (Lease l = other.tryAcquire("uncertain")) {
+        assertTrue(l.token() > 0);
+      }
+    } finally {
+      leader.signal("CONT");
+      cl.stop();
+    }
+  }
 }
