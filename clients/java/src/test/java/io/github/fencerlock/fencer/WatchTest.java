@@ -110,6 +110,16 @@ class WatchTest {
   }
 
   @Test
+  void closingTheClientEndsItsWatchesAtOnce() throws Exception {
+    FencerClient c = FencerClient.connect(Servers.oneAddr());
+    Watch w = c.watch("w-" + UUID.randomUUID(), e -> { });
+    long t0 = System.nanoTime();
+    c.close();
+    assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) < 2000, "close did not wait for the watch's read");
+    assertTrue(w.done().get(1, TimeUnit.SECONDS) instanceof ClosedException);
+  }
+
+  @Test
   void observeAnElection() throws Exception {
     try (FencerClient c = FencerClient.connect(Servers.oneAddr());
         Session s1 = c.openSession(Duration.ofSeconds(5));
