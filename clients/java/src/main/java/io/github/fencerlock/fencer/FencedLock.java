@@ -81,11 +81,22 @@ public final class FencedLock implements Lock {
     }
     FencerException lost = h.lease.cause();
     if (lost != null) {
-      holds.remove(Thread.currentThread());
+      drop(Thread.currentThread(), h);
       throw lost;
     }
     h.count++;
     return h.lease.token();
+  }
+
+  /**
+   * drop forgets a hold whose lease was lost and releases it on the server
+   * in the background: the client's count of the validity ends before the
+   * server's, and a waiter should not wait out the rest of it. Its owner
+   * served that hold only, so the release frees nothing else.
+   */
+  private void drop(Thread t, Hold h) {
+    holds.remove(t);
+    Lease.releaseLater(client, h.lease.req());
   }
 
   private long took(Lease l) {
@@ -219,7 +230,7 @@ public final class FencedLock implements Lock {
     }
     FencerException lost = h.lease.cause();
     if (lost != null) {
-      holds.remove(t);
+      drop(t, h);
       throw lost;
     }
     if (--h.count > 0) {
@@ -244,7 +255,7 @@ public final class FencedLock implements Lock {
     }
     FencerException lost = h.lease.cause();
     if (lost != null) {
-      holds.remove(t);
+      drop(t, h);
       throw lost;
     }
     return h.lease.token();

@@ -85,6 +85,7 @@ public final class FencerClient implements AutoCloseable {
   final ScheduledExecutorService timers;
   final Set<Lease> leases = ConcurrentHashMap.newKeySet();
   final Set<Session> sessions = ConcurrentHashMap.newKeySet();
+  final Set<Watch> watches = ConcurrentHashMap.newKeySet();
 
   private FencerClient(List<String> addrs, Config cfg) {
     this.cfg = cfg;
@@ -531,6 +532,9 @@ public final class FencerClient implements AutoCloseable {
     }
     for (Session s : sessions) {
       s.end(c);
+    }
+    for (Watch w : watches) {
+      w.end(c);
     }
     for (Node n : nodes) {
       n.closeAll();

@@ -94,6 +94,12 @@ public final class Watch implements AutoCloseable {
       throw new InvalidArgumentException("empty lock name", "key");
     }
     Watch w = new Watch(c, name, resume, from, listener);
+    c.watches.add(w);
+    w.done.whenComplete((v, e) -> c.watches.remove(w));
+    if (c.isClosed()) {
+      w.end(c.closedException());
+      throw c.closedException();
+    }
     CountDownLatch started = new CountDownLatch(1);
     try {
       c.pool.execute(() -> w.run(started));
@@ -135,9 +141,14 @@ public final class Watch implements AutoCloseable {
     return done.copy();
   }
 
-  /** close ends the watch; no event is delivered after it returns to a listener on another thread. */
+  /** close ends the watch: no event is delivered once it has returned. */
   @Override
   public void close() {
+    end(null);
+  }
+
+  /** end stops the watch: its socket is closed, which ends any read. */
+  void end(FencerException cause) {
     closed = true;
     Socket s = socket;
     if (s != null) {
@@ -147,7 +158,7 @@ public final class Watch implements AutoCloseable {
         // closing
       }
     }
-    done.complete(null);
+    done.complete(cause);
   }
 
   /** run keeps a session with one node after another until the watch ends. */
@@ -172,12 +183,12 @@ public final class Watch implements AutoCloseable {
         backoff = FencerClient.MIN_BACKOFF_MS;
         tries = 0;
       }
-      if (closed || done.isDone()) {
-        done.complete(null);
-        return;
-      }
       if (client.isClosed()) {
         done.complete(client.closedException());
+        return;
+      }
+      if (closed || done.isDone()) {
+        done.complete(null);
         return;
       }
       if (f != null) {
