@@ -111,7 +111,8 @@ public final class TokenTable {
   /**
    * transaction is {@link #transaction(DataSource, String, long, Work)} on a
    * connection of the caller's, which it leaves in the auto-commit mode it
-   * found.
+   * found. The connection must not be inside a transaction of the caller's:
+   * this one commits or rolls back on it.
    *
    * @param <T> work's result
    * @param c the connection
