@@ -20,6 +20,17 @@ import redis.clients.jedis.Connection;
  * round ends early only if it is granted or replaced. A round's own
  * connection never holds up other requests, and closing it when the caller
  * gives up takes the waiter out of the server's queue at once.
+ *
+ * <p>A round may still be in flight when another brings the grant (it was
+ * sent before that reply came). It reaches the server while the owner holds
+ * the lock and gets the same grant back, renewed; but if the caller had
+ * released by then, the server would grant it anew, with a new token, to an
+ * owner nobody holds a lease for: for a read lock or a permit, whose
+ * holder's release the server does not remember (WaitRoundsTest). So the
+ * grant is returned once the rounds in flight have come back, within a
+ * bound; and a round that comes back later with another token has its grant
+ * released at once. Cutting such a round off instead could make the server
+ * revoke the very grant it was delivering on that connection.
  */
 final class Waiter {
   /** Caps one wait whatever the TTL (and stays below the server's --max-wait). */
@@ -44,6 +55,11 @@ final class Waiter {
       this.early = early;
       this.failure = failure;
     }
+  }
+
+  /** Won is the grant await returned, for the rounds that come back after it. */
+  private static final class Won {
+    volatile Lease.Grant grant;
   }
 
   /** Round is one wait in flight: its connection, closed to abort it. */
@@ -73,11 +89,12 @@ final class Waiter {
     LinkedBlockingQueue<RoundResult> results = new LinkedBlockingQueue<>();
     Set<Round> rounds = ConcurrentHashMap.newKeySet();
     int[] latest = {0};
+    Won won = new Won();
     boolean interrupted = false;
     boolean done = false;
     try {
       long roundMs = round;
-      start(c, q, roundMs, deadline, results, rounds, latest);
+      start(c, q, roundMs, deadline, results, rounds, latest, won);
       long nextAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(roundMs / 2);
       Long failedSince = null;
       Failure last = null;
@@ -118,13 +135,15 @@ final class Waiter {
           }
           if (now - nextAt >= 0) {
             refusals = 0; // the latest round was not refused at once
-            start(c, q, roundMs, deadline, results, rounds, latest);
+            start(c, q, roundMs, deadline, results, rounds, latest, won);
             nextAt = now + TimeUnit.MILLISECONDS.toNanos(roundMs / 2);
           }
           continue;
         }
         if (r.failure == null && r.grant != null) {
           done = true;
+          won.grant = r.grant;
+          interrupted |= settle(rounds, results, Math.min(c.cfg.requestTimeoutMs, roundMs / 2));
           return r.grant;
         }
         if (r.id != latest[0]) {
@@ -138,7 +157,7 @@ final class Waiter {
           if (++refusals >= 2) {
             throw new LockedException(q.what() + ": the server refused owner " + q.owner);
           }
-          start(c, q, roundMs, deadline, results, rounds, latest);
+          start(c, q, roundMs, deadline, results, rounds, latest, won);
           nextAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(roundMs / 2);
           continue;
         }
@@ -149,7 +168,7 @@ final class Waiter {
           failures = 0;
           last = null;
           uncertain = false;
-          start(c, q, roundMs, deadline, results, rounds, latest);
+          start(c, q, roundMs, deadline, results, rounds, latest, won);
           nextAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(roundMs / 2);
           continue;
         }
@@ -157,7 +176,7 @@ final class Waiter {
         if ("wait".equals(f.argument) && roundMs > MIN_ROUND_MS) {
           // The server allows shorter waits (fencerd --max-wait).
           roundMs = Math.max(roundMs / 2, MIN_ROUND_MS);
-          start(c, q, roundMs, deadline, results, rounds, latest);
+          start(c, q, roundMs, deadline, results, rounds, latest, won);
           nextAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(roundMs / 2);
           continue;
         }
@@ -181,7 +200,7 @@ final class Waiter {
           nextAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(pause);
           continue;
         }
-        start(c, q, roundMs, deadline, results, rounds, latest);
+        start(c, q, roundMs, deadline, results, rounds, latest, won);
         nextAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(roundMs / 2);
       }
     } finally {
@@ -202,8 +221,30 @@ final class Waiter {
     }
   }
 
+  /**
+   * settle waits up to boundMs for the rounds still in flight to come back;
+   * it returns whether the thread was interrupted meanwhile (kept for the
+   * caller: the grant is held).
+   */
+  private static boolean settle(Set<Round> rounds, LinkedBlockingQueue<RoundResult> results, long boundMs) {
+    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(boundMs, 1));
+    boolean interrupted = false;
+    while (!rounds.isEmpty()) {
+      long left = end - System.nanoTime();
+      if (left <= 0) {
+        break;
+      }
+      try {
+        results.poll(Math.min(left, TimeUnit.MILLISECONDS.toNanos(5)), TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+    }
+    return interrupted;
+  }
+
   private static void start(FencerClient c, Lease.Req q, long roundMs, long deadline,
-      LinkedBlockingQueue<RoundResult> results, Set<Round> rounds, int[] latest) {
+      LinkedBlockingQueue<RoundResult> results, Set<Round> rounds, int[] latest, Won won) {
     long left = deadline == Lease.FOREVER ? Long.MAX_VALUE : TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
     long wait = Math.min(roundMs, left);
     if (wait < 1) {
@@ -220,6 +261,12 @@ final class Waiter {
           rd.node = node;
           long began = System.nanoTime();
           Lease.Grant g = round(c, node, rd, q, wait);
+          Lease.Grant first = won.grant;
+          if (g != null && first != null && g.token != first.token) {
+            // Granted anew after the caller's lease ended (released, or
+            // lost): nobody holds a lease for it.
+            Lease.releaseLater(c, q);
+          }
           boolean early = g == null && FencerClient.elapsedMs(began) < wait - wait / 10;
           results.add(new RoundResult(id, node, g, early, null));
         } catch (FencerClient.AttemptFailed e) {
