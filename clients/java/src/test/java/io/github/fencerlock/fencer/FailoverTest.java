@@ -144,8 +144,11 @@ class FailoverTest {
     Servers.Cluster cl = Servers.newCluster(3);
     Servers.Proc leader = cl.leader(Duration.ofSeconds(10));
     Servers.Proc follower = cl.nodes.stream().filter(p -> p != leader).findFirst().orElseThrow();
-    try (FencerClient c = FencerClient.builder(follower.addr()).requestTimeout(Duration.ofMillis(500))
-        .failoverTimeout(Duration.ofMillis(1500)).build();
+    // The client gives up well before the others can elect a new leader
+    // (raft's election timeout, 1 s at the least, runs from the last
+    // heartbeat), so no attempt can be settled by one.
+    try (FencerClient c = FencerClient.builder(follower.addr()).requestTimeout(Duration.ofMillis(250))
+        .failoverTimeout(Duration.ofMillis(600)).build();
         FencerClient other = FencerClient.builder(cl.addrs()).build()) {
       c.status("warm-up"); // a connection to the follower, and the follower's to the leader
       leader.signal("STOP");
@@ -153,7 +156,7 @@ class FailoverTest {
       FencerException e;
       try {
         c.tryAcquire("uncertain");
-        throw new AssertionError("granted while the leader was stopped");
+        throw new AssertionError("granted while the leader was stopped, before another could be elected");
       } catch (FencerException got) {
         e = got;
       }
