@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-java-libs test-java-libs-full test-pyrust-libs test-pyrust-libs-full release release-check install
+.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-java-libs test-java-libs-full test-java bench-java test-pyrust-libs test-pyrust-libs-full release release-check install
 
 all: build
 
@@ -75,8 +75,8 @@ TIMED = scripts/timed.sh
 
 # test: lint, then every test (unit, in-process, integration) with -race,
 # then the server's fault-point tests, which need -tags fencer_faults, the
-# etcd validator's module, the Helm chart's check, the Node.js and Python
-# clients' suites, the Java lock libraries (test-java-libs), and the
+# etcd validator's module, the Helm chart's check, the Node.js, Python and
+# Java clients' suites, the Java lock libraries (test-java-libs), and the
 # Python and Rust lock libraries (test-pyrust-libs).
 test:
 	$(TIMED) lint $(MAKE) lint
@@ -85,6 +85,7 @@ test:
 	$(TIMED) test-fenceetcd $(MAKE) test-fenceetcd
 	$(TIMED) test-node $(MAKE) test-node
 	$(TIMED) test-python $(MAKE) test-python
+	$(TIMED) test-java $(MAKE) test-java
 	$(TIMED) test-java-libs $(MAKE) test-java-libs
 	$(TIMED) test-pyrust-libs $(MAKE) test-pyrust-libs
 
@@ -146,6 +147,21 @@ test-pyrust-libs:
 	$(PYRUST_LIBS_TEST)
 test-pyrust-libs-full:
 	FENCER_LIBS_FULL=1 $(PYRUST_LIBS_TEST)
+
+# test-java: the Java client (clients/java) by JUnit against real fencerd
+# processes (built here), PostgreSQL and openssl: leases, FencedLock,
+# read-write locks, semaphores, sessions, elections, Redisson's tokenFor,
+# the JDBC store, Kleppmann's pause, two leader kills, the Javadoc and the
+# examples of docs/clients-java.md. Maven shares JAVA_LIBS_M2 with
+# test-java-libs, resolves this pom.xml's pinned versions on the first run
+# and runs offline once its stamp is there. bench-java: a lock/unlock
+# pair's latency through the Java client beside the Go client's, in one run.
+JAVA_CLIENT_STAMP = $(JAVA_LIBS_M2)/fencer-java-client-$(shell sha256sum clients/java/pom.xml | cut -c1-16)
+JAVA_CLIENT_MVN = mvn -B -ntp -f clients/java/pom.xml -Dmaven.repo.local=$(JAVA_LIBS_M2) -Dfencerd=$(CURDIR)/bin/fencerd
+test-java: build
+	if [ -e $(JAVA_CLIENT_STAMP) ]; then $(JAVA_CLIENT_MVN) -o test; else $(JAVA_CLIENT_MVN) test && touch $(JAVA_CLIENT_STAMP); fi
+bench-java: build
+	if [ -e $(JAVA_CLIENT_STAMP) ]; then $(JAVA_CLIENT_MVN) -o -Dfencer.groups=bench -Dfencer.exclude= test; else $(JAVA_CLIENT_MVN) -Dfencer.groups=bench -Dfencer.exclude= test && touch $(JAVA_CLIENT_STAMP); fi
 
 # integ: the integration tests only (real fencerd processes, redis-cli).
 integ:
