@@ -30,6 +30,8 @@ sys.path.insert(0, PKG)
 
 import redis  # noqa: E402
 
+from fencer._conn import HANDSHAKE  # noqa: E402  (redis-py 8 asks for RESP3 by default)
+
 # Waits are bounded; each bound is at least twice what it takes on an idle machine.
 READY_TIMEOUT = 30.0  # a node, or a cluster forming or electing
 STOP_TIMEOUT = 10.0
@@ -70,7 +72,7 @@ def raw(addr: str, **kw) -> redis.Redis:
     """A plain redis-py client of one node, for checks behind the client's back."""
     host, port = addr.rsplit(":", 1)
     kw.setdefault("socket_timeout", 5)
-    return redis.Redis(host=host, port=int(port), **kw)
+    return redis.Redis(host=host, port=int(port), **HANDSHAKE, **kw)
 
 
 @pytest.fixture(scope="session")
