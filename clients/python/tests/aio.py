@@ -35,21 +35,31 @@ async def settle(client, timeout: float = 2.0) -> None:
 def connected_clients(node) -> int:
     """connected_clients from the node's INFO clients (this check's own
     connection included)."""
-    info = raw(node.addr).info("clients")
-    return int(info["connected_clients"])
+    r = raw(node.addr)
+    try:
+        return int(r.info("clients")["connected_clients"])
+    finally:
+        r.close()
 
 
 async def clients_drop_to(node, n: int, timeout: float = 1.0) -> None:
     """Wait until the node counts n connections (the server notices a
     closed connection a moment after the client closed it)."""
     deadline = asyncio.get_running_loop().time() + timeout
-    while connected_clients(node) != n and asyncio.get_running_loop().time() < deadline:
+    while True:
+        got = connected_clients(node)
+        if got == n:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"the node counts {got} connections, want {n}"
         await asyncio.sleep(0.01)
-    assert connected_clients(node) == n, f"the node counts {connected_clients(node)} connections, want {n}"
 
 
 def status(node, name: str):
-    v = raw(node.addr).execute_command("FENCE.STATUS", name)
+    r = raw(node.addr)
+    try:
+        v = r.execute_command("FENCE.STATUS", name)
+    finally:
+        r.close()
     if v is None:
         return None
     return v[0].decode(), int(v[1])

@@ -47,6 +47,10 @@ from .lock import Lock
 
 SSLArg = Union[None, bool, _ssl.SSLContext]
 
+# Failures of an acquire's first request after which there is nothing to
+# release: refused before it took effect, or nothing could be sent.
+_REFUSED = (InvalidArgumentError, ClosedError, AuthError, NoPermError, TLSError)
+
 
 class Client:
     """An asyncio client of a fencer cluster, through any subset of its
@@ -325,9 +329,22 @@ class Client:
         deadline = None if wait is None else now() + max(wait, 0)
         release = True
         try:
+            # The first request runs in a task of its own, which a
+            # cancellation of the acquire does not cut short: its outcome
+            # decides whether to release, and a release sent on another
+            # connection while the request may not have reached the server
+            # yet could overtake it (the server remembers only a release of
+            # a lock the owner held), leaving the lock held by nobody until
+            # its TTL.
+            first = self._background(self._exchange(["FENCE.ACQUIRE", name, owner, millis(ttl)]), f"fencer-acquire-{name}")
             try:
-                v, sent = await self._exchange(["FENCE.ACQUIRE", name, owner, millis(ttl)])
-            except (InvalidArgumentError, ClosedError, AuthError, NoPermError, TLSError):
+                v, sent = await asyncio.shield(first)
+            except asyncio.CancelledError:
+                if not first.done():
+                    release = False
+                    first.add_done_callback(lambda t: self._release_unless_refused(t, name, owner))
+                raise
+            except _REFUSED:
                 release = False  # refused before it took effect, or nothing can be sent
                 raise
             g = parse_grant(v, ttl, sent)
@@ -354,6 +371,18 @@ class Client:
             if release:
                 self._release_later(name, owner)
             raise
+
+    def _release_unless_refused(self, first: asyncio.Task, name: str, owner: str) -> None:
+        """Release for an acquire cancelled while its first request was in
+        flight, once that request's outcome is known: unless it was answered
+        null (not granted, not queued) or refused before it took effect."""
+        if not first.cancelled():
+            e = first.exception()
+            if e is None and first.result()[0] is None:
+                return
+            if isinstance(e, _REFUSED):
+                return
+        self._release_later(name, owner)
 
     async def _release(self, name: str, owner: str) -> bool:
         v, _ = await self._exchange(["FENCE.RELEASE", name, owner])
