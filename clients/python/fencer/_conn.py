@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ssl as _ssl
 import threading
+from typing import Optional
 
 import redis
 
@@ -23,8 +24,10 @@ from .errors import AuthError, Failure, NoLeaderError, TLSError, UncertainError,
 
 
 
-def redis_version(v: str = redis.__version__) -> tuple:
-    """redis-py's version as (major, minor, patch)."""
+def redis_version(v: Optional[str] = None) -> tuple:
+    """redis-py's version (or v) as (major, minor, patch)."""
+    if v is None:
+        v = redis.__version__
     out = []
     for part in v.split(".")[:3]:
         digits = ""
