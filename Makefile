@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-java-libs test-java-libs-full release release-check install
+.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-python-venv test-fenceetcd test-java-libs test-java-libs-full release release-check install
 
 all: build
 
@@ -82,6 +82,7 @@ test:
 	$(TIMED) test-fenceetcd $(MAKE) test-fenceetcd
 	$(TIMED) test-node $(MAKE) test-node
 	$(TIMED) test-python $(MAKE) test-python
+	$(TIMED) test-python-venv $(MAKE) test-python-venv
 	$(TIMED) test-java-libs $(MAKE) test-java-libs
 
 # check-full: make check, then the Java lock libraries' full matrix (a
@@ -100,11 +101,39 @@ test-fenceetcd:
 # is an interpreter with redis-py, psycopg2 and pytest (Debian's packages
 # import under /usr/bin/python3).
 PYTHON ?= /usr/bin/python3
-test-clients: test-node test-python
+test-clients: test-node test-python test-python-venv
 test-node: build
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && FENCERD=$(CURDIR)/bin/fencerd npm test
 test-python: build
-	FENCERD=$(CURDIR)/bin/fencerd $(PYTHON) -m pytest -q -p no:cacheprovider clients/python
+	FENCERD=$(CURDIR)/bin/fencerd $(PYTHON) -m pytest -q -p no:cacheprovider --ignore-glob='*/test_async_*' clients/python
+
+# test-python-venv: the Python client as its users install it, from PyPI
+# with a PEP 517 build, into a fresh venv of each Python on the machine
+# (pyenv's python3, Debian's /usr/bin/python3): the newest redis-py, and
+# the installed copy tested, not the source tree. The first runs
+# fencer.asyncio's suites, the threaded suites that differ by redis-py and
+# docs/clients-python.md's examples; each imports both APIs and runs the
+# examples. Python 3.9 is checked statically (vermin, pinned). pip's cache
+# and the venvs live in PY_CACHE, outside the clone.
+PY_CACHE ?= $(HOME)/.cache/fencer-py
+VENV_PYTHONS ?= python3 /usr/bin/python3
+PY_TEST_DEPS = pytest==8.3.5
+VERMIN = vermin==1.9.2
+PY_SUITES = test_async_lock.py test_async_cancel.py test_async_cluster.py test_async_kleppmann.py \
+	test_asyncio_import.py test_imports.py test_lock.py test_cluster.py test_security.py test_errors.py test_docs_python.py
+test-python-venv: build
+	@set -e; export PIP_CACHE_DIR=$(PY_CACHE)/pip PIP_DISABLE_PIP_VERSION_CHECK=1; first=1; \
+	for py in $(VENV_PYTHONS); do \
+		v=$(PY_CACHE)/venv-$$(echo $$py | tr -c 'a-zA-Z0-9\n' _); \
+		echo "== a fresh venv of $$py ($$($$py --version)) in $$v"; \
+		rm -rf $$v; $$py -m venv $$v; \
+		$$v/bin/pip install -q './clients/python[asyncio,postgres]' $(PY_TEST_DEPS); \
+		$$v/bin/python -c 'import fencer, fencer.asyncio, redis; print("fencer", fencer.__version__, "from", fencer.__file__, "on redis-py", redis.__version__)'; \
+		if [ $$first = 1 ]; then tests="$(PY_SUITES)"; first=0; else tests="test_imports.py test_asyncio_import.py test_docs_python.py"; fi; \
+		(cd clients/python/tests && FENCER_INSTALLED=1 FENCERD=$(CURDIR)/bin/fencerd $$v/bin/python -m pytest -q -p no:cacheprovider $$tests); \
+	done; \
+	t=$(PY_CACHE)/tools; [ -x $$t/bin/vermin ] || { $(firstword $(VENV_PYTHONS)) -m venv $$t; $$t/bin/pip install -q $(VERMIN); }; \
+	$$t/bin/vermin -q -t=3.9- --violations --no-tips clients/python/fencer && echo "vermin: clients/python/fencer runs on Python 3.9"
 
 # test-java-libs: the Java lock libraries (Redisson, Spring Integration's
 # RedisLockRegistry, ShedLock, plain Jedis and Lettuce) run unchanged by

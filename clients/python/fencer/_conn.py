@@ -8,6 +8,7 @@ the code as docs/protocol.md defines it, never on redis-py's classes.
 
 from __future__ import annotations
 
+import importlib.util
 import ssl as _ssl
 import threading
 from typing import Optional
@@ -48,11 +49,9 @@ def redis_version(v: Optional[str] = None) -> tuple:
 def _handshake() -> dict:
     if redis_version() < (5, 0, 0):
         return {}
-    try:
-        import redis.driver_info  # noqa: F401 - redis-py 7.1 and later: lib_name is deprecated
-    except ImportError:
+    if importlib.util.find_spec("redis.driver_info") is None:
         return {"protocol": 2, "lib_name": None, "lib_version": None}
-    return {"protocol": 2, "driver_info": None}
+    return {"protocol": 2, "driver_info": None}  # lib_name is deprecated from then on
 
 
 HANDSHAKE = _handshake()

@@ -26,7 +26,10 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)  # clients/python
 ROOT = os.path.dirname(os.path.dirname(PKG))  # the repository root
-sys.path.insert(0, PKG)
+# The package from the source tree, unless FENCER_INSTALLED=1: then the
+# tests import the copy pip installed (make test-python-venv).
+if os.environ.get("FENCER_INSTALLED") != "1":
+    sys.path.insert(0, PKG)
 
 import redis  # noqa: E402
 

@@ -86,3 +86,14 @@ def test_no_import_cycle():
     g = graph()
     assert "fencer.client" in g["fencer"], "the imports of fencer/__init__.py were not found"
     assert cycles(g) == []
+
+
+def test_the_package_under_test():
+    """FENCER_INSTALLED=1 tests the copy pip installed, else the source tree's."""
+    import fencer
+
+    here = os.path.dirname(os.path.abspath(fencer.__file__))
+    if os.environ.get("FENCER_INSTALLED") == "1":
+        assert here != PACKAGE and "site-packages" in here, here
+    else:
+        assert here == PACKAGE, here

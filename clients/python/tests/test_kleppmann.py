@@ -31,7 +31,9 @@ def paused_holder_is_fenced_off(node, client_factory, name, redis_server, pg, mo
         with pg.cursor() as cur:
             cur.execute("CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT)")
     redis_server.client().delete("doc", "fence:{doc}")
-    env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ)
+    if os.environ.get("FENCER_INSTALLED") != "1":  # the source tree's package, as conftest's
+        env["PYTHONPATH"] = PKG + os.pathsep + os.environ.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, HOLDER, node.addr, name, str(redis_server.port), pg.dsn, mode],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     try:

@@ -22,7 +22,7 @@ if sys.version_info >= (3, 11):
 
     async def within(aw, timeout: float):
         """Await aw for at most timeout seconds (asyncio.TimeoutError after)."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout):  # novermin: Python 3.11 and later only
             return await aw
 
 else:  # asyncio.timeout is new in 3.11; wait_for runs aw in a task of its own
