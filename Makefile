@@ -102,8 +102,12 @@ test-fenceetcd:
 # import under /usr/bin/python3).
 PYTHON ?= /usr/bin/python3
 test-clients: test-node test-python test-python-venv
+# npm's cache outside the clone (NPM_CACHE), so that a second run is warm;
+# test/docs.test.js installs the packed package into an `npm init -y`
+# project from it.
+NPM_CACHE ?= $(HOME)/.cache/fencer-npm
 test-node: build
-	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && FENCERD=$(CURDIR)/bin/fencerd npm test
+	cd clients/node && export npm_config_cache=$(NPM_CACHE) && npm ci --no-audit --no-fund --loglevel=error && FENCERD=$(CURDIR)/bin/fencerd npm test
 test-python: build
 	FENCERD=$(CURDIR)/bin/fencerd $(PYTHON) -m pytest -q -p no:cacheprovider --ignore-glob='*/test_async_*' clients/python
 
