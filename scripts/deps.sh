@@ -21,8 +21,10 @@ cd "$(dirname "$0")/.."
 # pin), iptables and iproute2 (the fault campaign's network namespaces),
 # gnuplot (the soak's plot), a JDK and Maven (integration/java-libs: the
 # Java lock libraries, which Maven fetches itself at the versions its
-# pom.xml pins). Add to this list.
-PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis openjdk-17-jdk-headless maven"
+# pom.xml pins), python3-venv, python3-dev, libpq-dev and gcc (make
+# test-python-venv: fresh venvs of Debian's Python, where pip builds
+# psycopg2 from PyPI's source). Add to this list.
+PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis openjdk-17-jdk-headless maven python3-venv python3-dev libpq-dev gcc"
 PACKAGES="$PACKAGES ${DEPS_EXTRA:-}"
 
 if [ "${1:-}" = "--list" ]; then
