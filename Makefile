@@ -140,7 +140,7 @@ test-python-venv: build
 # test-python-full (check-full): the whole Python suite from a fresh venv
 # on the newest redis-py; fencer.asyncio's suites on the lowest redis-py
 # its extra allows (5.0.1); and both on Python 3.9 (PYTHON39, pyenv's).
-PYTHON39 ?= $(shell command -v python3.9)
+PYTHON39 ?= $(shell for p in $$(command -v python3.9) $(HOME)/.pyenv/versions/3.9*/bin/python3.9; do $$p -V >/dev/null 2>&1 && echo $$p && break; done)
 test-python-full: build
 	FENCERD=$(CURDIR)/bin/fencerd clients/python/tests/venv.sh full python3 $(PY_TEST_DEPS) -- .
 	FENCERD=$(CURDIR)/bin/fencerd clients/python/tests/venv.sh redis501 python3 redis==5.0.1 $(PY_TEST_DEPS) -- \

@@ -47,6 +47,10 @@ from .lock import Lock
 
 SSLArg = Union[None, bool, _ssl.SSLContext]
 
+# The pauses before each repeat of a background release answered "not
+# held" (see _release_later).
+RELEASE_AGAIN = (0.05, 0.1, 0.2, 0.4)
+
 # Failures of an acquire's first request after which there is nothing to
 # release: refused before it took effect, or nothing could be sent.
 _REFUSED = (InvalidArgumentError, ClosedError, AuthError, NoPermError, TLSError)
@@ -397,10 +401,20 @@ class Client:
             return
 
         async def run():
-            try:
-                await self._release(name, owner)
-            except FencerError:
-                pass
+            # A release answered "not held" may have come before a grant of
+            # the same owner that is still on its way: a request sent on a
+            # connection since closed, or a hand-off to a wait round whose
+            # connection the server has not yet seen close. fencerd neither
+            # remembers such a release nor drops the owner's waits for it,
+            # so the release is sent again a few times, for about a second.
+            for pause in RELEASE_AGAIN + (None,):
+                try:
+                    if await self._release(name, owner):
+                        return
+                except FencerError:
+                    return
+                if pause is None or await self._pause(pause):
+                    return
 
         self._background(run(), f"fencer-release-{name}")
 
