@@ -26,6 +26,16 @@ MAX_BACKOFF = 1.0
 # Bounds asking a node who leads.
 LEADER_PROBE_TIMEOUT = 1.0
 
+# The pauses before each repeat of a background release (an acquire given
+# up, cancelled or of unknown outcome) that the server answered "not held".
+# Such a release may have come before a grant of the same owner still on
+# its way: a request sent on a connection since closed, or a hand-off to a
+# wait round whose connection the server has not yet seen close. fencerd
+# neither remembers a release by an owner that does not hold the lock nor
+# drops the owner's waits for it, so the release is sent again for about a
+# second.
+RELEASE_AGAIN = (0.05, 0.1, 0.2, 0.4)
+
 now = time.monotonic
 
 

@@ -21,6 +21,7 @@ from ._grant import (
     LEADER_PROBE_TIMEOUT,
     MAX_BACKOFF,
     MIN_BACKOFF,
+    RELEASE_AGAIN,
     Grant,
     jitter,
     millis,
@@ -400,10 +401,16 @@ class Client:
             return
 
         def run():
-            try:
-                self._release(name, owner)
-            except FencerError:
-                pass
+            # Sent again while answered "not held", as fencer.asyncio's
+            # (_grant.RELEASE_AGAIN says why).
+            for pause in RELEASE_AGAIN + (None,):
+                try:
+                    if self._release(name, owner):
+                        return
+                except FencerError:
+                    return
+                if pause is None or self._closed.wait(pause):
+                    return
 
         self._background(run, f"fencer-release-{name}")
 

@@ -22,6 +22,7 @@ from .._grant import (
     LEADER_PROBE_TIMEOUT,
     MAX_BACKOFF,
     MIN_BACKOFF,
+    RELEASE_AGAIN,
     Grant,
     jitter,
     millis,
@@ -46,10 +47,6 @@ from ._wait import wait_acquire
 from .lock import Lock
 
 SSLArg = Union[None, bool, _ssl.SSLContext]
-
-# The pauses before each repeat of a background release answered "not
-# held" (see _release_later).
-RELEASE_AGAIN = (0.05, 0.1, 0.2, 0.4)
 
 # Failures of an acquire's first request after which there is nothing to
 # release: refused before it took effect, or nothing could be sent.
@@ -401,12 +398,7 @@ class Client:
             return
 
         async def run():
-            # A release answered "not held" may have come before a grant of
-            # the same owner that is still on its way: a request sent on a
-            # connection since closed, or a hand-off to a wait round whose
-            # connection the server has not yet seen close. fencerd neither
-            # remembers such a release nor drops the owner's waits for it,
-            # so the release is sent again a few times, for about a second.
+            # Sent again while answered "not held" (_grant.RELEASE_AGAIN says why).
             for pause in RELEASE_AGAIN + (None,):
                 try:
                     if await self._release(name, owner):
