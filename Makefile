@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-fenceetcd test-java-libs test-java-libs-full test-java bench-java test-pyrust-libs test-pyrust-libs-full release release-check install
+.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-python-venv test-python-full test-go-directive test-fenceetcd test-java-libs test-java-libs-full test-java bench-java test-pyrust-libs test-pyrust-libs-full release release-check install
 
 all: build
 
@@ -86,16 +86,20 @@ test:
 	$(TIMED) test-node $(MAKE) test-node
 	$(TIMED) test-python $(MAKE) test-python
 	$(TIMED) test-java $(MAKE) test-java
+	$(TIMED) test-python-venv $(MAKE) test-python-venv
+	$(TIMED) test-go-directive $(MAKE) test-go-directive
 	$(TIMED) test-java-libs $(MAKE) test-java-libs
 	$(TIMED) test-pyrust-libs $(MAKE) test-pyrust-libs
 
 # check-full: make check, then the Java lock libraries' full matrix (a
 # leader kill under every API of integration/java-libs, not one per
-# library family), and the Python and Rust libraries' (a leader kill per
-# library, and the Redlock ones given every address).
+# library family), the Python and Rust libraries' (a leader kill per
+# library, and the Redlock ones given every address), and the Python
+# client's matrix (test-python-full).
 check-full: check
 	$(TIMED) test-java-libs-full $(MAKE) test-java-libs-full
 	$(TIMED) test-pyrust-libs-full $(MAKE) test-pyrust-libs-full
+	$(TIMED) test-python-full $(MAKE) test-python-full
 
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:
@@ -107,11 +111,60 @@ test-fenceetcd:
 # is an interpreter with redis-py, psycopg2 and pytest (Debian's packages
 # import under /usr/bin/python3).
 PYTHON ?= /usr/bin/python3
-test-clients: test-node test-python
+test-clients: test-node test-python test-python-venv
+# npm's cache outside the clone (NPM_CACHE), so that a second run is warm;
+# test/docs.test.js installs the packed package into an `npm init -y`
+# project from it.
+NPM_CACHE ?= $(HOME)/.cache/fencer-npm
 test-node: build
-	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && FENCERD=$(CURDIR)/bin/fencerd npm test
+	cd clients/node && export npm_config_cache=$(NPM_CACHE) && npm ci --no-audit --no-fund --loglevel=error && FENCERD=$(CURDIR)/bin/fencerd npm test
 test-python: build
-	FENCERD=$(CURDIR)/bin/fencerd $(PYTHON) -m pytest -q -p no:cacheprovider clients/python
+	FENCERD=$(CURDIR)/bin/fencerd $(PYTHON) -m pytest -q -p no:cacheprovider --ignore-glob='*/test_async_*' clients/python
+
+# test-python-venv: the Python client as its users install it, from PyPI
+# with a PEP 517 build, into a fresh venv of each Python on the machine
+# (pyenv's python3, Debian's /usr/bin/python3), on the newest redis-py, the
+# installed copy tested (clients/python/tests/venv.sh): on the first,
+# fencer.asyncio's suites, the threaded suites that differ by redis-py and
+# the docs' examples; on the others, the imports and the docs' examples.
+# Python 3.9, which requires-python claims, is checked statically (vermin,
+# pinned). pip's cache and the venvs live in PY_CACHE, outside the clone.
+PY_CACHE ?= $(HOME)/.cache/fencer-py
+export PY_CACHE
+VENV_PYTHONS ?= python3 /usr/bin/python3
+PY_TEST_DEPS = pytest==8.3.5
+VERMIN = vermin==1.9.2
+PY_SUITES = test_async_lock.py test_async_cancel.py test_async_cluster.py test_async_kleppmann.py \
+	test_asyncio_import.py test_imports.py test_lock.py test_cluster.py test_security.py test_errors.py test_docs_python.py
+test-python-venv: build
+	@set -e; tests="$(PY_SUITES)"; \
+	for py in $(VENV_PYTHONS); do \
+		FENCERD=$(CURDIR)/bin/fencerd clients/python/tests/venv.sh $$(echo $$py | tr -c 'a-zA-Z0-9\n' _) $$py $(PY_TEST_DEPS) -- $$tests; \
+		tests="test_imports.py test_asyncio_import.py test_docs_python.py"; \
+	done
+	@t=$(PY_CACHE)/tools; [ -x $$t/bin/vermin ] || { rm -rf $$t; $(firstword $(VENV_PYTHONS)) -m venv $$t; PIP_CACHE_DIR=$(PY_CACHE)/pip $$t/bin/pip install -q $(VERMIN); }; \
+	$$t/bin/vermin -q -t=3.9- --violations --no-tips clients/python/fencer && echo "vermin: clients/python/fencer needs no Python newer than 3.9"
+
+# test-python-full (check-full): the whole Python suite from a fresh venv
+# on the newest redis-py; fencer.asyncio's suites on the lowest redis-py
+# its extra allows (5.0.1); and both on Python 3.9 (PYTHON39, pyenv's).
+PYTHON39 ?= $(shell for p in $$(command -v python3.9) $(HOME)/.pyenv/versions/3.9*/bin/python3.9; do $$p -V >/dev/null 2>&1 && echo $$p && break; done)
+test-python-full: build
+	FENCERD=$(CURDIR)/bin/fencerd clients/python/tests/venv.sh full python3 $(PY_TEST_DEPS) -- .
+	FENCERD=$(CURDIR)/bin/fencerd clients/python/tests/venv.sh redis501 python3 redis==5.0.1 $(PY_TEST_DEPS) -- \
+		test_async_lock.py test_async_cancel.py test_async_cluster.py test_asyncio_import.py test_docs_python.py
+	@[ -n "$(PYTHON39)" ] || { echo "test-python-full: no python3.9 on PATH (set PYTHON39)"; exit 1; }
+	FENCERD=$(CURDIR)/bin/fencerd clients/python/tests/venv.sh py39 $(PYTHON39) $(PY_TEST_DEPS) -- \
+		test_async_lock.py test_async_cancel.py test_lock.py test_asyncio_import.py test_docs_python.py
+
+# test-go-directive: go.mod's go directive is the lowest Go the module
+# builds with: ./client, what users import, and the commands are built and
+# vetted with exactly that release, which the go command fetches from the
+# module proxy (GOTOOLCHAIN) on the first run.
+GO_DIRECTIVE = $(shell sed -n 's/^go //p' go.mod)
+test-go-directive:
+	GOTOOLCHAIN=go$(GO_DIRECTIVE) $(GO) build ./client ./cmd/...
+	GOTOOLCHAIN=go$(GO_DIRECTIVE) $(GO) vet ./client
 
 # test-java-libs: the Java lock libraries (Redisson, Spring Integration's
 # RedisLockRegistry, ShedLock, plain Jedis and Lettuce) run unchanged by

@@ -24,10 +24,12 @@ cd "$(dirname "$0")/.."
 # dependencies Maven fetches itself at the versions their pom.xml pin),
 # openssl (the clients' TLS tests make a certificate), python3-venv (the
 # Python lock libraries of integration/pylibs, which the test installs in a
-# venv at the versions its requirements.txt pins). The Rust lock libraries
-# (integration/rustlibs) need cargo with Rust 1.88 or later, newer than
-# Debian 12's: rustup's. Add to this list.
-PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis openjdk-17-jdk-headless maven openssl python3-venv"
+# venv at the versions its requirements.txt pins; and make
+# test-python-venv: fresh venvs of Debian's Python, where pip builds
+# psycopg2 from PyPI's source with python3-dev, libpq-dev and gcc). The
+# Rust lock libraries (integration/rustlibs) need cargo with Rust 1.88 or
+# later, newer than Debian 12's: rustup's. Add to this list.
+PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis openjdk-17-jdk-headless maven openssl python3-venv python3-dev libpq-dev gcc"
 PACKAGES="$PACKAGES ${DEPS_EXTRA:-}"
 
 if [ "${1:-}" = "--list" ]; then

@@ -5,9 +5,10 @@ import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import {
   AuthError, ClosedError, InvalidArgumentError, LeaseLostError, LockedError, NoPermError, ReleasedError,
-  TLSError, UncertainError,
+  TLSError,
 } from './errors.js';
 import { anySignal, jitter, minBackoff, now, sleep } from './util.js';
+import { millis, parseGrant, release, releaseLater } from './grant.js';
 import { waitAcquire } from './wait.js';
 
 /** defaultTTL is the TTL of leases, redsync's default expiry. */
@@ -18,30 +19,9 @@ const driftFloor = 2;
 // lease has that much validity left.
 const minRenewAttempt = 200;
 
-/** millis converts a duration for the wire: whole milliseconds, at least 1. */
-export function millis(ms) {
-  return String(Math.max(Math.floor(ms), 1));
-}
-
 /** randomOwner is 16 random bytes in hex: an owner serves one lease only. */
 function randomOwner() {
   return randomBytes(16).toString('hex');
-}
-
-/**
- * parseGrant reads the reply to FENCE.ACQUIRE: [token, granted-ttl-ms] or
- * null. Integers arrive as decimal strings (ioredis's stringNumbers).
- * @returns {{token: bigint, ttl: number, sent: number}|null}
- */
-export function parseGrant(v, ttl, sent) {
-  if (v === null || v === undefined) return null;
-  if (!Array.isArray(v) || v.length !== 2 || !/^\d+$/.test(String(v[0])) || !/^\d+$/.test(String(v[1]))) {
-    throw new UncertainError(`unexpected reply to FENCE.ACQUIRE: ${JSON.stringify(v)}`);
-  }
-  const token = BigInt(String(v[0]));
-  const ms = Number(v[1]);
-  if (token <= 0n || ms <= 0) throw new UncertainError(`unexpected reply to FENCE.ACQUIRE: ${JSON.stringify(v)}`);
-  return { token, ttl: Math.min(ttl, ms), sent };
 }
 
 /** Lease is a granted lock: its fencing token, and a signal that aborts
@@ -238,21 +218,6 @@ export class Lease {
     this.#released = true;
     if (!ok) throw new LeaseLostError(`the server says owner ${this.owner} no longer held ${JSON.stringify(this.name)}`);
   }
-}
-
-/** release frees name if owner holds it; false if the server says owner
- * neither holds it nor released it last. */
-async function release(client, name, owner, signal) {
-  const { reply } = await client.exchange({ ...client.standard(), signal }, 'FENCE.RELEASE', name, owner);
-  return String(reply) === '1';
-}
-
-/** releaseLater releases name for owner in the background, for an acquire
- * whose outcome is unknown: the release is remembered by the server, so a
- * late grant cannot outlive the caller who gave up on it. */
-export function releaseLater(client, name, owner) {
-  if (client.closed.aborted) return;
-  client.track(release(client, name, owner));
 }
 
 function checkTTL(ttl, drift) {

@@ -3,7 +3,7 @@
 // reference).
 
 import { LockedError, NoLeaderError, UncertainError, classify } from './errors.js';
-import { millis, parseGrant, releaseLater } from './lease.js';
+import { millis, parseGrant, releaseLater } from './grant.js';
 import { ConnectFailure, jitter, minBackoff, now, settle } from './util.js';
 
 // maxRound caps one wait whatever the TTL, so that a long TTL does not pin

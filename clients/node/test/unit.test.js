@@ -7,7 +7,7 @@ import {
   TokenRangeError, UncertainError, ValueReleasedError, LeaseLostError, check, parseInvalidArgument, parseNotLeader, toToken,
 } from '../src/index.js';
 import { classify } from '../src/errors.js';
-import { parseGrant } from '../src/lease.js';
+import { parseGrant } from '../src/grant.js';
 
 const reply = (text) => Object.assign(new Error(text), { name: 'ReplyError' });
 

@@ -8,13 +8,53 @@ the code as docs/protocol.md defines it, never on redis-py's classes.
 
 from __future__ import annotations
 
+import importlib.util
 import ssl as _ssl
 import threading
+from typing import Optional
 
 import redis
-from redis.connection import PythonParser
+
+try:
+    from redis.connection import PythonParser  # redis-py 4
+except ImportError:  # redis-py 5 and later moved the parsers
+    from redis._parsers import _RESP2Parser as PythonParser
 
 from .errors import AuthError, Failure, NoLeaderError, TLSError, UncertainError, classify_reply
+
+
+
+
+def redis_version(v: Optional[str] = None) -> tuple:
+    """redis-py's version (or v) as (major, minor, patch)."""
+    if v is None:
+        v = redis.__version__
+    out = []
+    for part in v.split(".")[:3]:
+        digits = ""
+        for c in part:
+            if not c.isdigit():
+                break
+            digits += c
+        out.append(int(digits or 0))
+    return tuple(out + [0] * (3 - len(out)))
+
+
+# How a connection starts, the same on every redis-py: RESP2, which
+# docs/protocol.md describes the replies in (redis-py 8 asks for RESP3 by
+# default), and no CLIENT SETINFO (redis-py 5 and later send two on
+# connect): a connection, a wait round's above all, costs no round trip
+# before its request, and a request that times out was sent. redis-py 4
+# speaks RESP2 only and sends nothing.
+def _handshake() -> dict:
+    if redis_version() < (5, 0, 0):
+        return {}
+    if importlib.util.find_spec("redis.driver_info") is None:
+        return {"protocol": 2, "lib_name": None, "lib_version": None}
+    return {"protocol": 2, "driver_info": None}  # lib_name is deprecated from then on
+
+
+HANDSHAKE = _handshake()
 
 
 class _Parser(PythonParser):
@@ -115,6 +155,7 @@ class Node:
             socket_connect_timeout=request_timeout,
             socket_keepalive=True,
             parser_class=_Parser,
+            **HANDSHAKE,
         )
         self._ssl_context = ssl_context
         self._mu = threading.Lock()  # guards _idle

@@ -15,7 +15,7 @@ import threading
 from typing import Optional
 
 from ._conn import classify, receive, send
-from .client import MAX_BACKOFF, MIN_BACKOFF, Grant, jitter, millis, now, parse_grant
+from ._grant import MAX_BACKOFF, MIN_BACKOFF, Grant, jitter, millis, now, parse_grant
 from .errors import ClosedError, LockedError
 
 # Caps one wait whatever the TTL, so that a long TTL does not pin a request

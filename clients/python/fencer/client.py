@@ -6,14 +6,30 @@ does; the comments say where Python differs.
 
 from __future__ import annotations
 
-import random
 import ssl as _ssl
 import threading
-import time
 import weakref
 from typing import Callable, Iterable, Optional, Sequence, Union
 
 from ._conn import Node, classify, is_refusal
+from ._grant import (
+    DEFAULT_DRIFT,
+    DEFAULT_FAILOVER_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TTL,
+    DRIFT_FLOOR,
+    LEADER_PROBE_TIMEOUT,
+    MAX_BACKOFF,
+    MIN_BACKOFF,
+    RELEASE_AGAIN,
+    Grant,
+    jitter,
+    millis,
+    now,
+    parse_grant,
+    text,
+)
+from ._wait import wait_acquire
 from .errors import (
     AuthError,
     ClosedError,
@@ -26,56 +42,7 @@ from .errors import (
     TLSError,
     UncertainError,
 )
-
-# Defaults, as the Go client's.
-DEFAULT_REQUEST_TIMEOUT = 5.0
-DEFAULT_FAILOVER_TIMEOUT = 15.0
-DEFAULT_DRIFT = 0.01
-DEFAULT_TTL = 8.0
-# Added to every drift allowance, as redsync does.
-DRIFT_FLOOR = 0.002
-# Backoff between rounds of attempts over all nodes.
-MIN_BACKOFF = 0.05
-MAX_BACKOFF = 1.0
-# Bounds asking a node who leads.
-LEADER_PROBE_TIMEOUT = 1.0
-
-now = time.monotonic
-
-
-def jitter(d: float) -> float:
-    """Spread d over [d/2, d) so that clients do not retry in step."""
-    return d / 2 + random.random() * d / 2
-
-
-def millis(seconds: float) -> int:
-    """Convert seconds for the wire: whole milliseconds, at least 1."""
-    return max(int(seconds * 1000), 1)
-
-
-def _text(v) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-
-class Grant:
-    """A granted acquire: its token, TTL, and when the request was sent."""
-
-    __slots__ = ("token", "ttl", "sent")
-
-    def __init__(self, token: int, ttl: float, sent: float):
-        self.token = token
-        self.ttl = ttl
-        self.sent = sent
-
-
-def parse_grant(v, ttl: float, sent: float) -> Optional[Grant]:
-    """Read FENCE.ACQUIRE's reply: [token, granted-ttl-ms], or None if null."""
-    if v is None:
-        return None
-    if not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, int) for x in v) or v[0] <= 0 or v[1] <= 0:
-        raise FencerError(f"unexpected reply to FENCE.ACQUIRE: {v!r}")
-    return Grant(v[0], min(ttl, v[1] / 1000.0), sent)
-
+from .lock import Lock
 
 SSLArg = Union[None, bool, _ssl.SSLContext]
 
@@ -234,7 +201,7 @@ class Client:
         except Exception:
             return n
         if isinstance(v, list) and len(v) == 2:
-            lead = self._node_at(_text(v[1]))
+            lead = self._node_at(text(v[1]))
             if lead is not None:
                 with self._mu:
                     if self._nodes[self._cur] is n:
@@ -332,7 +299,7 @@ class Client:
 
     @staticmethod
     def _unavailable(args, last, uncertain) -> FencerError:
-        what = _text(args[0])
+        what = text(args[0])
         if uncertain is not None:
             return UncertainError(
                 f"{what}: outcome unknown, no node could confirm it (last uncertain failure: {uncertain})",
@@ -367,8 +334,6 @@ class Client:
         the client is closed). ``owner``: the owner value sent to the server
         instead of a fresh random one per acquire; it must be unique per lease.
         """
-        from .lock import Lock
-
         return Lock(self, name, ttl=ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost, owner=owner)
 
     def _allowance(self, ttl: float) -> float:
@@ -397,8 +362,6 @@ class Client:
                 raise
             g = parse_grant(v, ttl, sent)
             if g is None and (wait is None or wait > 0):
-                from ._wait import wait_acquire
-
                 release = False  # wait_acquire releases when it fails or gives up
                 g = wait_acquire(self, name, owner, ttl, deadline)
                 release = True
@@ -438,10 +401,16 @@ class Client:
             return
 
         def run():
-            try:
-                self._release(name, owner)
-            except FencerError:
-                pass
+            # Sent again while answered "not held", as fencer.asyncio's
+            # (_grant.RELEASE_AGAIN says why).
+            for pause in RELEASE_AGAIN + (None,):
+                try:
+                    if self._release(name, owner):
+                        return
+                except FencerError:
+                    return
+                if pause is None or self._closed.wait(pause):
+                    return
 
         self._background(run, f"fencer-release-{name}")
 
@@ -452,7 +421,7 @@ class Client:
         v, _ = self._exchange(["FENCE.STATUS", name])
         if v is None:
             return None
-        return _text(v[0]), int(v[1]), v[2] / 1000.0
+        return text(v[0]), int(v[1]), v[2] / 1000.0
 
     def token(self, name: str, value: Optional[Union[str, bytes]] = None) -> Optional[int]:
         """Return the token of name's current grant (of value's, if given), or None."""
@@ -475,4 +444,4 @@ class Client:
         v, _ = self._exchange(["FENCE.LEADER"])
         if v is None:
             return None
-        return _text(v[0]), _text(v[1])
+        return text(v[0]), text(v[1])

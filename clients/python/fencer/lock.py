@@ -7,7 +7,7 @@ import secrets
 import threading
 from typing import Callable, Optional
 
-from .client import DEFAULT_TTL, MIN_BACKOFF, Client, jitter, millis, now
+from ._grant import DEFAULT_TTL, MIN_BACKOFF, jitter, millis, now
 from .errors import ClosedError, FencerError, LeaseLostError, ReleasedError
 
 log = logging.getLogger("fencer")
@@ -48,7 +48,7 @@ class Lock:
 
     def __init__(
         self,
-        client: Client,
+        client,
         name: str,
         ttl: float = DEFAULT_TTL,
         wait: Optional[float] = None,

@@ -26,9 +26,14 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)  # clients/python
 ROOT = os.path.dirname(os.path.dirname(PKG))  # the repository root
-sys.path.insert(0, PKG)
+# The package from the source tree, unless FENCER_INSTALLED=1: then the
+# tests import the copy pip installed (make test-python-venv).
+if os.environ.get("FENCER_INSTALLED") != "1":
+    sys.path.insert(0, PKG)
 
 import redis  # noqa: E402
+
+from fencer._conn import HANDSHAKE  # noqa: E402  (redis-py 8 asks for RESP3 by default)
 
 # Waits are bounded; each bound is at least twice what it takes on an idle machine.
 READY_TIMEOUT = 30.0  # a node, or a cluster forming or electing
@@ -70,7 +75,7 @@ def raw(addr: str, **kw) -> redis.Redis:
     """A plain redis-py client of one node, for checks behind the client's back."""
     host, port = addr.rsplit(":", 1)
     kw.setdefault("socket_timeout", 5)
-    return redis.Redis(host=host, port=int(port), **kw)
+    return redis.Redis(host=host, port=int(port), **HANDSHAKE, **kw)
 
 
 @pytest.fixture(scope="session")

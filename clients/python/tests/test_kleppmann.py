@@ -22,12 +22,19 @@ def readline(proc, timeout: float) -> str:
 
 
 def test_paused_holder_is_fenced_off(node, client_factory, name, redis_server, postgres, pg):
+    paused_holder_is_fenced_off(node, client_factory, name, redis_server, pg, "threaded")
+
+
+def paused_holder_is_fenced_off(node, client_factory, name, redis_server, pg, mode: str):
+    """The scenario, with the first holder's client threaded or asyncio (mode)."""
     with pg:
         with pg.cursor() as cur:
             cur.execute("CREATE TABLE docs (id TEXT PRIMARY KEY, token BIGINT NOT NULL, body TEXT)")
     redis_server.client().delete("doc", "fence:{doc}")
-    env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, HOLDER, node.addr, name, str(redis_server.port), pg.dsn],
+    env = dict(os.environ)
+    if os.environ.get("FENCER_INSTALLED") != "1":  # the source tree's package, as conftest's
+        env["PYTHONPATH"] = PKG + os.pathsep + os.environ.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, HOLDER, node.addr, name, str(redis_server.port), pg.dsn, mode],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     try:
         first = readline(proc, 20)
