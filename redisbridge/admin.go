@@ -38,7 +38,7 @@ type clusterNode interface {
 func (b *Bridge) leader(r *request) {
 	id, addr := b.locker.Leader()
 	if id == "" {
-		r.c.WriteNull()
+		r.null()
 		return
 	}
 	r.c.WriteArray(2)

@@ -493,3 +493,17 @@ func isIdent(e ast.Expr, name string) bool {
 	id, ok := e.(*ast.Ident)
 	return ok && id.Name == name
 }
+
+// In RESP3 every native null is RESP3's null, "_": a RESP3 reader (redis-py
+// 8's, ioredis's) does not take RESP2's "$-1" for one.
+func TestNativeNullsInRESP3(t *testing.T) {
+	b, err := New(faultyLocker{server.ErrNoLeader}, quietConfig(time.Second))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.Serve(ln) }()
+	t.Cleanup(func() { _ = b.Close() })
+	rc := dialRaw(t, ln.Addr().String())
+	require.True(t, strings.HasPrefix(rc.do("HELLO", "3"), "%"))
+	assert.Equal(t, "_\r\n", rc.do("FENCE.LEADER"), "no leader known")
+}
