@@ -302,17 +302,22 @@ var (
 	ErrBadEntry = errors.New("fsm: malformed entry")
 )
 
-// Encode appends the binary form of c to dst and returns it.
-//
-// Layout: version byte, op byte, flags byte (lease, waiter, Redis
-// semantics, keep TTL), key, owner, uvarint TTL, then
-// uvarint token and version if flagLease, then owner and uvarint TTL of the
-// waiter if flagWaiter, then for OpPut the kind byte and the data. Strings
-// are a uvarint length and the bytes.
+// Encode appends the binary form of c to dst and returns it: the version
+// byte, the op, the flags (flags below), then the fields the layout method
+// lists. A transaction has its own form (TxnVersion).
 func (c Command) Encode(dst []byte) []byte {
 	if c.Op == OpTxn {
 		return c.Txn.encode(dst)
 	}
+	flags := c.flags()
+	dst = append(dst, EncodingVersion, byte(c.Op), flags)
+	k := codec{mode: encoding, buf: dst}
+	c.layout(&k, flags)
+	return k.buf
+}
+
+// flags returns the flags of c's encoding: which optional parts it has.
+func (c *Command) flags() byte {
 	var flags byte
 	if c.Lease != nil {
 		flags |= flagLease
@@ -332,59 +337,166 @@ func (c Command) Encode(dst []byte) []byte {
 	if len(c.Waiters) > 0 {
 		flags |= flagWaiters
 	}
-	shared := c.hasSharedPart()
-	if shared {
+	if c.hasSharedPart() {
 		flags |= flagShared
 	}
-	dst = append(dst, EncodingVersion, byte(c.Op), flags)
-	dst = appendString(dst, c.Key)
-	dst = appendString(dst, c.Owner)
-	dst = binary.AppendUvarint(dst, c.TTL)
-	if c.Lease != nil {
-		dst = binary.AppendUvarint(dst, c.Lease.Token)
-		dst = binary.AppendUvarint(dst, c.Lease.Version)
+	return flags
+}
+
+// layout is the one description of a plain command's encoding (version 1)
+// after its version, op and flags bytes: Encode, Decode and encodedLen each
+// walk it with a codec of their mode, so the three cannot disagree. Strings
+// are a uvarint length and the bytes; a value is a string that may be up
+// to MaxValueLen long.
+//
+//	key, owner (a value for OpPut: a string's value), uvarint TTL
+//	flagLease:   uvarint token, uvarint version
+//	flagWaiter:  the waiter's owner, its uvarint TTL
+//	OpPut:       kind byte, data (value)
+//	flagSession: uvarint session; with flagWaiter the waiter's uvarint
+//	             session and value; for an acquire or proclaim, data (value)
+//	flagWaiters: uvarint count (at least one), then each session end's
+//	             waiter: key, owner, uvarint TTL, uvarint session, value
+//	flagShared:  mode byte, uvarint permits; with flagWaiter the waiter's
+//	             mode and permits; then each session end waiter's
+//
+// A part is present only if its flag is (the session and shared parts came
+// later: commands without them encode exactly as before they existed).
+// Decode allocates Lease and Waiter from the flags before the walk and
+// checks what the walk read after it.
+func (c *Command) layout(k *codec, flags byte) {
+	k.str(&c.Key)
+	if c.Op == OpPut {
+		k.value(&c.Owner)
+	} else {
+		k.str(&c.Owner)
 	}
-	if c.Waiter != nil {
-		dst = appendString(dst, c.Waiter.Owner)
-		dst = binary.AppendUvarint(dst, c.Waiter.TTL)
+	k.uvarint(&c.TTL)
+	if flags&flagLease != 0 {
+		k.uvarint(&c.Lease.Token)
+		k.uvarint(&c.Lease.Version)
+	}
+	if flags&flagWaiter != 0 {
+		k.str(&c.Waiter.Owner)
+		k.uvarint(&c.Waiter.TTL)
 	}
 	if c.Op == OpPut {
-		dst = append(dst, byte(c.Kind))
-		dst = appendValue(dst, c.Data)
+		k.byte((*byte)(&c.Kind))
+		k.value(&c.Data)
 	}
-	if c.hasSessionPart() {
-		dst = binary.AppendUvarint(dst, c.Session)
-		if c.Waiter != nil {
-			dst = binary.AppendUvarint(dst, c.Waiter.Session)
-			dst = appendValue(dst, c.Waiter.Value)
+	if flags&flagSession != 0 {
+		k.uvarint(&c.Session)
+		if flags&flagWaiter != 0 {
+			k.uvarint(&c.Waiter.Session)
+			k.value(&c.Waiter.Value)
 		}
 		if c.Op == OpAcquire || c.Op == OpProclaim {
-			dst = appendValue(dst, c.Data)
+			k.value(&c.Data)
 		}
 	}
-	if len(c.Waiters) > 0 {
-		dst = binary.AppendUvarint(dst, uint64(len(c.Waiters)))
-		for _, w := range c.Waiters {
-			dst = appendString(dst, w.Key)
-			dst = appendString(dst, w.Owner)
-			dst = binary.AppendUvarint(dst, w.TTL)
-			dst = binary.AppendUvarint(dst, w.Session)
-			dst = appendValue(dst, w.Value)
+	if flags&flagWaiters != 0 {
+		if n, ok := k.count(len(c.Waiters), minKeyWaiterLen, "waiters"); ok && k.mode == decoding {
+			c.Waiters = make([]KeyWaiter, n)
+		}
+		for i := range c.Waiters {
+			w := &c.Waiters[i]
+			k.str(&w.Key)
+			k.str(&w.Owner)
+			k.uvarint(&w.TTL)
+			k.uvarint(&w.Session)
+			k.value(&w.Value)
 		}
 	}
-	if shared {
-		dst = append(dst, byte(c.Mode))
-		dst = binary.AppendUvarint(dst, c.Permits)
-		if c.Waiter != nil {
-			dst = append(dst, byte(c.Waiter.Mode))
-			dst = binary.AppendUvarint(dst, c.Waiter.Permits)
+	if flags&flagShared != 0 {
+		k.byte((*byte)(&c.Mode))
+		k.uvarint(&c.Permits)
+		if flags&flagWaiter != 0 {
+			k.byte((*byte)(&c.Waiter.Mode))
+			k.uvarint(&c.Waiter.Permits)
 		}
-		for _, w := range c.Waiters {
-			dst = append(dst, byte(w.Mode))
-			dst = binary.AppendUvarint(dst, w.Permits)
+		for i := range c.Waiters {
+			k.byte((*byte)(&c.Waiters[i].Mode))
+			k.uvarint(&c.Waiters[i].Permits)
 		}
 	}
-	return dst
+}
+
+// codecMode is what a walk of the layout does with each field.
+type codecMode uint8
+
+const (
+	encoding codecMode = iota // append the field to buf
+	sizing                    // add the field's length to n
+	decoding                  // read the field from d into its place
+)
+
+// codec walks a layout (Command.layout) in one of three modes, so that one
+// description of the fields serves the encoder, the decoder and the
+// length.
+type codec struct {
+	mode codecMode
+	buf  []byte
+	n    int
+	d    decoder
+}
+
+func (k *codec) byte(p *byte) {
+	switch k.mode {
+	case encoding:
+		k.buf = append(k.buf, *p)
+	case sizing:
+		k.n++
+	default:
+		*p = k.d.byte()
+	}
+}
+
+func (k *codec) uvarint(p *uint64) {
+	switch k.mode {
+	case encoding:
+		k.buf = binary.AppendUvarint(k.buf, *p)
+	case sizing:
+		k.n += uvarintLen(*p)
+	default:
+		*p = k.d.uvarint()
+	}
+}
+
+// str is a key or owner: up to MaxStringLen.
+func (k *codec) str(p *string) { k.bytes(p, MaxStringLen) }
+
+// value is a put's data or a lock's value: up to MaxValueLen.
+func (k *codec) value(p *string) { k.bytes(p, MaxValueLen) }
+
+func (k *codec) bytes(p *string, limit uint64) {
+	switch k.mode {
+	case encoding:
+		k.buf = appendString(k.buf, *p)
+	case sizing:
+		k.n += stringLen(*p)
+	default:
+		*p = k.d.bytes(limit)
+	}
+}
+
+// count is the uvarint count of a list of n items (what), each at least
+// minItem bytes: written as n, or read, and then refused if zero or more
+// than the bytes left could hold. It reports false if decoding failed.
+func (k *codec) count(n, minItem int, what string) (int, bool) {
+	if k.mode != decoding {
+		v := uint64(n)
+		k.uvarint(&v)
+		return n, true
+	}
+	v := k.d.uvarint()
+	if k.d.err != nil {
+		return 0, false
+	}
+	if v == 0 || v > uint64(len(k.d.b))/uint64(minItem) {
+		k.d.err = fmt.Errorf("%w: %d %s in %d bytes", ErrBadEntry, v, what, len(k.d.b))
+		return 0, false
+	}
+	return int(v), true
 }
 
 // hasSharedPart reports whether c's encoding has the shared part: a mode
@@ -427,63 +539,27 @@ func Decode(b []byte) (Command, error) {
 	}
 	c.Op = Op(d.byte())
 	flags := d.byte()
-	c.Key = d.string()
-	if c.Op == OpPut {
-		c.Owner = d.value() // a string's value
-	} else {
-		c.Owner = d.string()
-	}
-	c.TTL = d.uvarint()
-	c.Redis = flags&flagRedis != 0
-	c.KeepTTL = flags&flagKeep != 0
 	if flags&flagLease != 0 {
-		c.Lease = &LeaseRef{Token: d.uvarint(), Version: d.uvarint()}
+		c.Lease = &LeaseRef{}
 	}
 	if flags&flagWaiter != 0 {
-		c.Waiter = &Waiter{Owner: d.string(), TTL: d.uvarint()}
+		c.Waiter = &Waiter{}
 	}
-	if c.Op == OpPut {
-		c.Kind = Kind(d.byte())
-		c.Data = d.value()
+	c.Redis = flags&flagRedis != 0
+	c.KeepTTL = flags&flagKeep != 0
+	k := codec{mode: decoding, d: d}
+	c.layout(&k, flags)
+	d = k.d
+	if d.err == nil && flags&flagSession != 0 && !c.hasSessionPart() {
+		return Command{}, fmt.Errorf("%w: empty session part", ErrBadEntry)
 	}
-	if flags&flagSession != 0 {
-		c.Session = d.uvarint()
-		if c.Waiter != nil {
-			c.Waiter.Session = d.uvarint()
-			c.Waiter.Value = d.value()
-		}
-		if c.Op == OpAcquire || c.Op == OpProclaim {
-			c.Data = d.value()
-		}
-		if d.err == nil && !c.hasSessionPart() {
-			return Command{}, fmt.Errorf("%w: empty session part", ErrBadEntry)
+	for i, w := range c.Waiters {
+		if d.err == nil && (w.Key == "" || w.Owner == "" || i > 0 && w.Key <= c.Waiters[i-1].Key) {
+			return Command{}, fmt.Errorf("%w: session waiters not in increasing key order", ErrBadEntry)
 		}
 	}
-	if flags&flagWaiters != 0 {
-		n := d.uvarint()
-		if d.err == nil && (n == 0 || n > uint64(len(d.b))/minKeyWaiterLen) {
-			return Command{}, fmt.Errorf("%w: %d waiters in %d bytes", ErrBadEntry, n, len(d.b))
-		}
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			w := KeyWaiter{Key: d.string()}
-			w.Owner, w.TTL, w.Session, w.Value = d.string(), d.uvarint(), d.uvarint(), d.value()
-			if d.err == nil && (w.Key == "" || w.Owner == "" || len(c.Waiters) > 0 && w.Key <= c.Waiters[len(c.Waiters)-1].Key) {
-				return Command{}, fmt.Errorf("%w: session waiters not in increasing key order", ErrBadEntry)
-			}
-			c.Waiters = append(c.Waiters, w)
-		}
-	}
-	if flags&flagShared != 0 {
-		c.Mode, c.Permits = Mode(d.byte()), d.uvarint()
-		if c.Waiter != nil {
-			c.Waiter.Mode, c.Waiter.Permits = Mode(d.byte()), d.uvarint()
-		}
-		for i := range c.Waiters {
-			c.Waiters[i].Mode, c.Waiters[i].Permits = Mode(d.byte()), d.uvarint()
-		}
-		if d.err == nil && !c.hasSharedPart() {
-			return Command{}, fmt.Errorf("%w: empty shared part", ErrBadEntry)
-		}
+	if d.err == nil && flags&flagShared != 0 && !c.hasSharedPart() {
+		return Command{}, fmt.Errorf("%w: empty shared part", ErrBadEntry)
 	}
 	if d.err != nil {
 		return Command{}, d.err
@@ -725,41 +801,9 @@ func (t *Txn) Size() int {
 
 // encodedLen is len(c.Encode(nil)) for a plain command.
 func (c Command) encodedLen() int {
-	n := 3 + stringLen(c.Key) + stringLen(c.Owner) + uvarintLen(c.TTL)
-	if c.Lease != nil {
-		n += uvarintLen(c.Lease.Token) + uvarintLen(c.Lease.Version)
-	}
-	if c.Waiter != nil {
-		n += stringLen(c.Waiter.Owner) + uvarintLen(c.Waiter.TTL)
-	}
-	if c.Op == OpPut {
-		n += 1 + stringLen(c.Data)
-	}
-	if c.hasSessionPart() {
-		n += uvarintLen(c.Session)
-		if c.Waiter != nil {
-			n += uvarintLen(c.Waiter.Session) + stringLen(c.Waiter.Value)
-		}
-		if c.Op == OpAcquire || c.Op == OpProclaim {
-			n += stringLen(c.Data)
-		}
-	}
-	if len(c.Waiters) > 0 {
-		n += uvarintLen(uint64(len(c.Waiters)))
-		for _, w := range c.Waiters {
-			n += stringLen(w.Key) + stringLen(w.Owner) + uvarintLen(w.TTL) + uvarintLen(w.Session) + stringLen(w.Value)
-		}
-	}
-	if c.hasSharedPart() {
-		n += 1 + uvarintLen(c.Permits)
-		if c.Waiter != nil {
-			n += 1 + uvarintLen(c.Waiter.Permits)
-		}
-		for _, w := range c.Waiters {
-			n += 1 + uvarintLen(w.Permits)
-		}
-	}
-	return n
+	k := codec{mode: sizing}
+	c.layout(&k, c.flags())
+	return 3 + k.n
 }
 
 func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
