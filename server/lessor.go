@@ -97,13 +97,17 @@ func (ls *lessor) left(t timed, now time.Time) time.Duration {
 // before its expiry commits (docs/safety.md).
 func (ls *lessor) ranOut(t timed, now time.Time) bool { return ls.left(t, now) <= 0 }
 
+// expiresAt is the deadline of a lease of ttl milliseconds granted or
+// renewed when the lease clock read m: every deadline is computed here.
+func expiresAt(m int64, ttl uint64) int64 { return m + int64(ttl)*int64(time.Millisecond) }
+
 // set records that key's lease l was granted or renewed at now. A key
 // without a TTL is not timed.
 func (ls *lessor) set(key string, l fsm.Lease, now time.Time) {
 	if l.TTL == 0 {
 		return
 	}
-	ls.keep(key, l.Ref(), ls.mono(now)+int64(l.TTL)*int64(time.Millisecond))
+	ls.keep(key, l.Ref(), expiresAt(ls.mono(now), l.TTL))
 }
 
 // keep records deadline d for key's lease ref: a write that kept the key's
@@ -129,7 +133,7 @@ func (ls *lessor) drop(key string, l *fsm.Lease) {
 // setSession records that session id was opened or renewed at version, at
 // now.
 func (ls *lessor) setSession(id, version, ttl uint64, now time.Time) {
-	d := ls.mono(now) + int64(ttl)*int64(time.Millisecond)
+	d := expiresAt(ls.mono(now), ttl)
 	if !ls.table.SetSessionDeadline(id, version, d) {
 		return
 	}
@@ -154,14 +158,14 @@ func (ls *lessor) restartAll(now time.Time) {
 		if l.TTL == 0 {
 			return 0
 		}
-		d := m + int64(l.TTL)*int64(time.Millisecond)
+		d := expiresAt(m, l.TTL)
 		ls.locks.add(leaseID{key, l.Token}, l.Ref(), d)
 		return d
 	})
 	ls.locks.restarted()
 	ls.sessions.restart(ls.table.Sessions())
 	ls.table.SetSessionDeadlines(func(s fsm.SessionInfo) int64 {
-		d := m + int64(s.TTL)*int64(time.Millisecond)
+		d := expiresAt(m, s.TTL)
 		ls.sessions.add(s.ID, s.Version, d)
 		return d
 	})
