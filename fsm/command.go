@@ -240,41 +240,6 @@ type Command struct {
 	Permits uint64
 }
 
-// Txn is a command made of several lock commands. It is applied only if
-// every guard still holds; then its commands are applied in order, all at the
-// transaction's one position, so the grants it makes share one token (each
-// key is granted by a transaction at most once). If a guard fails, nothing is
-// applied and the result is Conflict.
-type Txn struct {
-	// Guards are the keys the leader read and what it saw, in increasing
-	// key order.
-	Guards []Guard
-	// Scans are the key listings the leader read (KEYS), in increasing
-	// pattern order; each holds if the table's keys matching its pattern
-	// are still the ones listed.
-	Scans []Scan
-	// Cmds are applied in order; none is an OpMember or an OpTxn.
-	Cmds []Command
-}
-
-// Scan is what a transaction read of the set of keys matching Pattern (a
-// Redis glob): how many there were and a digest of them (Table.scan). The
-// keys listed are the table's, whatever their TTLs.
-type Scan struct {
-	Pattern string
-	Count   uint64
-	Digest  uint64
-}
-
-// Guard is what a transaction read of one key: the position of its last
-// write (zero if the key was free) and of its remembered release (zero if
-// none). It holds if the key still has exactly those.
-type Guard struct {
-	Key string
-	Mod uint64
-	Mem uint64
-}
-
 // flags of the encoding.
 const (
 	flagLease  = 1 << 0
@@ -302,17 +267,22 @@ var (
 	ErrBadEntry = errors.New("fsm: malformed entry")
 )
 
-// Encode appends the binary form of c to dst and returns it.
-//
-// Layout: version byte, op byte, flags byte (lease, waiter, Redis
-// semantics, keep TTL), key, owner, uvarint TTL, then
-// uvarint token and version if flagLease, then owner and uvarint TTL of the
-// waiter if flagWaiter, then for OpPut the kind byte and the data. Strings
-// are a uvarint length and the bytes.
+// Encode appends the binary form of c to dst and returns it: the version
+// byte, the op, the flags (flags below), then the fields the layout method
+// lists. A transaction has its own form (TxnVersion).
 func (c Command) Encode(dst []byte) []byte {
 	if c.Op == OpTxn {
 		return c.Txn.encode(dst)
 	}
+	flags := c.flags()
+	dst = append(dst, EncodingVersion, byte(c.Op), flags)
+	k := codec{mode: encoding, buf: dst}
+	c.layout(&k, flags)
+	return k.buf
+}
+
+// flags returns the flags of c's encoding: which optional parts it has.
+func (c *Command) flags() byte {
 	var flags byte
 	if c.Lease != nil {
 		flags |= flagLease
@@ -332,59 +302,88 @@ func (c Command) Encode(dst []byte) []byte {
 	if len(c.Waiters) > 0 {
 		flags |= flagWaiters
 	}
-	shared := c.hasSharedPart()
-	if shared {
+	if c.hasSharedPart() {
 		flags |= flagShared
 	}
-	dst = append(dst, EncodingVersion, byte(c.Op), flags)
-	dst = appendString(dst, c.Key)
-	dst = appendString(dst, c.Owner)
-	dst = binary.AppendUvarint(dst, c.TTL)
-	if c.Lease != nil {
-		dst = binary.AppendUvarint(dst, c.Lease.Token)
-		dst = binary.AppendUvarint(dst, c.Lease.Version)
+	return flags
+}
+
+// layout is the one description of a plain command's encoding (version 1)
+// after its version, op and flags bytes: Encode, Decode and encodedLen each
+// walk it with a codec of their mode, so the three cannot disagree. Strings
+// are a uvarint length and the bytes; a value is a string that may be up
+// to MaxValueLen long.
+//
+//	key, owner (a value for OpPut: a string's value), uvarint TTL
+//	flagLease:   uvarint token, uvarint version
+//	flagWaiter:  the waiter's owner, its uvarint TTL
+//	OpPut:       kind byte, data (value)
+//	flagSession: uvarint session; with flagWaiter the waiter's uvarint
+//	             session and value; for an acquire or proclaim, data (value)
+//	flagWaiters: uvarint count (at least one), then each session end's
+//	             waiter: key, owner, uvarint TTL, uvarint session, value
+//	flagShared:  mode byte, uvarint permits; with flagWaiter the waiter's
+//	             mode and permits; then each session end waiter's
+//
+// A part is present only if its flag is (the session and shared parts came
+// later: commands without them encode exactly as before they existed).
+// Decode allocates Lease and Waiter from the flags before the walk and
+// checks what the walk read after it.
+func (c *Command) layout(k *codec, flags byte) {
+	k.str(&c.Key)
+	if c.Op == OpPut {
+		k.value(&c.Owner)
+	} else {
+		k.str(&c.Owner)
 	}
-	if c.Waiter != nil {
-		dst = appendString(dst, c.Waiter.Owner)
-		dst = binary.AppendUvarint(dst, c.Waiter.TTL)
+	k.uvarint(&c.TTL)
+	if flags&flagLease != 0 {
+		k.uvarint(&c.Lease.Token)
+		k.uvarint(&c.Lease.Version)
+	}
+	if flags&flagWaiter != 0 {
+		k.str(&c.Waiter.Owner)
+		k.uvarint(&c.Waiter.TTL)
 	}
 	if c.Op == OpPut {
-		dst = append(dst, byte(c.Kind))
-		dst = appendValue(dst, c.Data)
+		k.byte((*byte)(&c.Kind))
+		k.value(&c.Data)
 	}
-	if c.hasSessionPart() {
-		dst = binary.AppendUvarint(dst, c.Session)
-		if c.Waiter != nil {
-			dst = binary.AppendUvarint(dst, c.Waiter.Session)
-			dst = appendValue(dst, c.Waiter.Value)
+	if flags&flagSession != 0 {
+		k.uvarint(&c.Session)
+		if flags&flagWaiter != 0 {
+			k.uvarint(&c.Waiter.Session)
+			k.value(&c.Waiter.Value)
 		}
 		if c.Op == OpAcquire || c.Op == OpProclaim {
-			dst = appendValue(dst, c.Data)
+			k.value(&c.Data)
 		}
 	}
-	if len(c.Waiters) > 0 {
-		dst = binary.AppendUvarint(dst, uint64(len(c.Waiters)))
-		for _, w := range c.Waiters {
-			dst = appendString(dst, w.Key)
-			dst = appendString(dst, w.Owner)
-			dst = binary.AppendUvarint(dst, w.TTL)
-			dst = binary.AppendUvarint(dst, w.Session)
-			dst = appendValue(dst, w.Value)
+	if flags&flagWaiters != 0 {
+		if n, ok := k.count(len(c.Waiters), minKeyWaiterLen, "waiters"); ok && k.mode == decoding {
+			c.Waiters = make([]KeyWaiter, n)
+		}
+		for i := range c.Waiters {
+			w := &c.Waiters[i]
+			k.str(&w.Key)
+			k.str(&w.Owner)
+			k.uvarint(&w.TTL)
+			k.uvarint(&w.Session)
+			k.value(&w.Value)
 		}
 	}
-	if shared {
-		dst = append(dst, byte(c.Mode))
-		dst = binary.AppendUvarint(dst, c.Permits)
-		if c.Waiter != nil {
-			dst = append(dst, byte(c.Waiter.Mode))
-			dst = binary.AppendUvarint(dst, c.Waiter.Permits)
+	if flags&flagShared != 0 {
+		k.byte((*byte)(&c.Mode))
+		k.uvarint(&c.Permits)
+		if flags&flagWaiter != 0 {
+			k.byte((*byte)(&c.Waiter.Mode))
+			k.uvarint(&c.Waiter.Permits)
 		}
-		for _, w := range c.Waiters {
-			dst = append(dst, byte(w.Mode))
-			dst = binary.AppendUvarint(dst, w.Permits)
+		for i := range c.Waiters {
+			k.byte((*byte)(&c.Waiters[i].Mode))
+			k.uvarint(&c.Waiters[i].Permits)
 		}
 	}
-	return dst
 }
 
 // hasSharedPart reports whether c's encoding has the shared part: a mode
@@ -427,63 +426,27 @@ func Decode(b []byte) (Command, error) {
 	}
 	c.Op = Op(d.byte())
 	flags := d.byte()
-	c.Key = d.string()
-	if c.Op == OpPut {
-		c.Owner = d.value() // a string's value
-	} else {
-		c.Owner = d.string()
-	}
-	c.TTL = d.uvarint()
-	c.Redis = flags&flagRedis != 0
-	c.KeepTTL = flags&flagKeep != 0
 	if flags&flagLease != 0 {
-		c.Lease = &LeaseRef{Token: d.uvarint(), Version: d.uvarint()}
+		c.Lease = &LeaseRef{}
 	}
 	if flags&flagWaiter != 0 {
-		c.Waiter = &Waiter{Owner: d.string(), TTL: d.uvarint()}
+		c.Waiter = &Waiter{}
 	}
-	if c.Op == OpPut {
-		c.Kind = Kind(d.byte())
-		c.Data = d.value()
+	c.Redis = flags&flagRedis != 0
+	c.KeepTTL = flags&flagKeep != 0
+	k := codec{mode: decoding, d: d}
+	c.layout(&k, flags)
+	d = k.d
+	if d.err == nil && flags&flagSession != 0 && !c.hasSessionPart() {
+		return Command{}, fmt.Errorf("%w: empty session part", ErrBadEntry)
 	}
-	if flags&flagSession != 0 {
-		c.Session = d.uvarint()
-		if c.Waiter != nil {
-			c.Waiter.Session = d.uvarint()
-			c.Waiter.Value = d.value()
-		}
-		if c.Op == OpAcquire || c.Op == OpProclaim {
-			c.Data = d.value()
-		}
-		if d.err == nil && !c.hasSessionPart() {
-			return Command{}, fmt.Errorf("%w: empty session part", ErrBadEntry)
+	for i, w := range c.Waiters {
+		if d.err == nil && (w.Key == "" || w.Owner == "" || i > 0 && w.Key <= c.Waiters[i-1].Key) {
+			return Command{}, fmt.Errorf("%w: session waiters not in increasing key order", ErrBadEntry)
 		}
 	}
-	if flags&flagWaiters != 0 {
-		n := d.uvarint()
-		if d.err == nil && (n == 0 || n > uint64(len(d.b))/minKeyWaiterLen) {
-			return Command{}, fmt.Errorf("%w: %d waiters in %d bytes", ErrBadEntry, n, len(d.b))
-		}
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			w := KeyWaiter{Key: d.string()}
-			w.Owner, w.TTL, w.Session, w.Value = d.string(), d.uvarint(), d.uvarint(), d.value()
-			if d.err == nil && (w.Key == "" || w.Owner == "" || len(c.Waiters) > 0 && w.Key <= c.Waiters[len(c.Waiters)-1].Key) {
-				return Command{}, fmt.Errorf("%w: session waiters not in increasing key order", ErrBadEntry)
-			}
-			c.Waiters = append(c.Waiters, w)
-		}
-	}
-	if flags&flagShared != 0 {
-		c.Mode, c.Permits = Mode(d.byte()), d.uvarint()
-		if c.Waiter != nil {
-			c.Waiter.Mode, c.Waiter.Permits = Mode(d.byte()), d.uvarint()
-		}
-		for i := range c.Waiters {
-			c.Waiters[i].Mode, c.Waiters[i].Permits = Mode(d.byte()), d.uvarint()
-		}
-		if d.err == nil && !c.hasSharedPart() {
-			return Command{}, fmt.Errorf("%w: empty shared part", ErrBadEntry)
-		}
+	if d.err == nil && flags&flagShared != 0 && !c.hasSharedPart() {
+		return Command{}, fmt.Errorf("%w: empty shared part", ErrBadEntry)
 	}
 	if d.err != nil {
 		return Command{}, d.err
@@ -685,270 +648,11 @@ func (c *Command) validateSession() error {
 	return nil
 }
 
-func (t *Txn) encode(dst []byte) []byte {
-	dst = append(dst, TxnVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(t.Guards)))
-	for _, g := range t.Guards {
-		dst = appendString(dst, g.Key)
-		dst = binary.AppendUvarint(dst, g.Mod)
-		dst = binary.AppendUvarint(dst, g.Mem)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(t.Scans)))
-	for _, sc := range t.Scans {
-		dst = appendString(dst, sc.Pattern)
-		dst = binary.AppendUvarint(dst, sc.Count)
-		dst = binary.LittleEndian.AppendUint64(dst, sc.Digest)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(t.Cmds)))
-	for _, c := range t.Cmds {
-		dst = binary.AppendUvarint(dst, uint64(c.encodedLen()))
-		dst = c.Encode(dst)
-	}
-	return dst
-}
-
-// Size is the length of the transaction's encoding.
-func (t *Txn) Size() int {
-	n := 1 + uvarintLen(uint64(len(t.Guards))) + uvarintLen(uint64(len(t.Scans))) + uvarintLen(uint64(len(t.Cmds)))
-	for _, g := range t.Guards {
-		n += stringLen(g.Key) + uvarintLen(g.Mod) + uvarintLen(g.Mem)
-	}
-	for _, sc := range t.Scans {
-		n += stringLen(sc.Pattern) + uvarintLen(sc.Count) + 8
-	}
-	for _, c := range t.Cmds {
-		l := c.encodedLen()
-		n += uvarintLen(uint64(l)) + l
-	}
-	return n
-}
-
 // encodedLen is len(c.Encode(nil)) for a plain command.
 func (c Command) encodedLen() int {
-	n := 3 + stringLen(c.Key) + stringLen(c.Owner) + uvarintLen(c.TTL)
-	if c.Lease != nil {
-		n += uvarintLen(c.Lease.Token) + uvarintLen(c.Lease.Version)
-	}
-	if c.Waiter != nil {
-		n += stringLen(c.Waiter.Owner) + uvarintLen(c.Waiter.TTL)
-	}
-	if c.Op == OpPut {
-		n += 1 + stringLen(c.Data)
-	}
-	if c.hasSessionPart() {
-		n += uvarintLen(c.Session)
-		if c.Waiter != nil {
-			n += uvarintLen(c.Waiter.Session) + stringLen(c.Waiter.Value)
-		}
-		if c.Op == OpAcquire || c.Op == OpProclaim {
-			n += stringLen(c.Data)
-		}
-	}
-	if len(c.Waiters) > 0 {
-		n += uvarintLen(uint64(len(c.Waiters)))
-		for _, w := range c.Waiters {
-			n += stringLen(w.Key) + stringLen(w.Owner) + uvarintLen(w.TTL) + uvarintLen(w.Session) + stringLen(w.Value)
-		}
-	}
-	if c.hasSharedPart() {
-		n += 1 + uvarintLen(c.Permits)
-		if c.Waiter != nil {
-			n += 1 + uvarintLen(c.Waiter.Permits)
-		}
-		for _, w := range c.Waiters {
-			n += 1 + uvarintLen(w.Permits)
-		}
-	}
-	return n
-}
-
-func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
-
-// minScanLen is the fewest bytes a scan takes: an empty pattern, a count and
-// the digest.
-const minScanLen = 1 + 1 + 8
-
-// minGuardLen is the fewest bytes a guard takes: a key of one byte and two
-// one-byte varints.
-const minGuardLen = 2 + 2
-
-// decodeTxn parses a transaction after its version byte. Guards must be in
-// strictly increasing key order and there must be at least one command, none
-// of them a member entry or a transaction, so one byte string means one
-// transaction.
-func decodeTxn(d decoder) (Command, error) {
-	// The usual transaction, a key read and one command, in one allocation.
-	one := &struct {
-		t Txn
-		g [1]Guard
-		c [1]Command
-	}{}
-	t := &one.t
-	t.Guards, t.Cmds = one.g[:0], one.c[:0]
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b))/minGuardLen {
-		return Command{}, fmt.Errorf("%w: %d guards in %d bytes", ErrBadEntry, n, len(d.b))
-	}
-	switch {
-	case d.err == nil && n > 1:
-		t.Guards = make([]Guard, 0, n)
-	case n == 0:
-		t.Guards = nil
-	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		g := Guard{Key: d.string()}
-		g.Mod = d.uvarint()
-		g.Mem = d.uvarint()
-		if d.err == nil && (g.Key == "" || len(t.Guards) > 0 && g.Key <= t.Guards[len(t.Guards)-1].Key) {
-			return Command{}, fmt.Errorf("%w: txn guards not in increasing key order", ErrBadEntry)
-		}
-		t.Guards = append(t.Guards, g)
-	}
-	ns := d.uvarint()
-	if d.err == nil && ns > uint64(len(d.b))/minScanLen {
-		return Command{}, fmt.Errorf("%w: %d scans in %d bytes", ErrBadEntry, ns, len(d.b))
-	}
-	for i := uint64(0); i < ns && d.err == nil; i++ {
-		sc := Scan{Pattern: d.string(), Count: d.uvarint(), Digest: d.u64()}
-		if d.err == nil && len(t.Scans) > 0 && sc.Pattern <= t.Scans[len(t.Scans)-1].Pattern {
-			return Command{}, fmt.Errorf("%w: txn scans not in increasing pattern order", ErrBadEntry)
-		}
-		t.Scans = append(t.Scans, sc)
-	}
-	m := d.uvarint()
-	switch {
-	case d.err != nil:
-		return Command{}, d.err
-	case m == 0:
-		return Command{}, fmt.Errorf("%w: txn without commands", ErrBadEntry)
-	case m > uint64(len(d.b))/minEncodedLen:
-		return Command{}, fmt.Errorf("%w: txn of %d commands in %d bytes", ErrBadEntry, m, len(d.b))
-	}
-	if m > 1 {
-		t.Cmds = make([]Command, 0, m)
-	}
-	for range m {
-		size := d.uvarint()
-		if d.err != nil {
-			return Command{}, d.err
-		}
-		if uint64(len(d.b)) < size {
-			return Command{}, ErrShortEntry
-		}
-		if size == 0 || d.b[0] != EncodingVersion {
-			return Command{}, fmt.Errorf("%w: command %d of a txn is not a plain command", ErrBadEntry, len(t.Cmds))
-		}
-		c, err := Decode(d.b[:size])
-		if err != nil {
-			return Command{}, fmt.Errorf("command %d of the txn: %w", len(t.Cmds), err)
-		}
-		if c.Op == OpMember || c.Op == OpClusterID || c.Op.IsSession() || c.hasSessionPart() {
-			return Command{}, fmt.Errorf("%w: member, cluster ID or session command in a txn", ErrBadEntry)
-		}
-		t.Cmds = append(t.Cmds, c)
-		d.b = d.b[size:]
-	}
-	if len(d.b) != 0 {
-		return Command{}, fmt.Errorf("%w: %d trailing bytes", ErrBadEntry, len(d.b))
-	}
-	return Command{Op: OpTxn, Txn: t}, nil
-}
-
-// appendValue appends a value (a put's data): as a string, but up to
-// MaxValueLen.
-func appendValue(dst []byte, s string) []byte { return appendString(dst, s) }
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
-
-// decoder reads fields and remembers the first error; later reads return
-// zero values.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 1 {
-		d.err = ErrShortEntry
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n == 0 {
-		d.err = ErrShortEntry
-		return 0
-	}
-	if n < 0 {
-		d.err = fmt.Errorf("%w: varint overflows 64 bits", ErrBadEntry)
-		return 0
-	}
-	if n > 1 && d.b[n-1] == 0 {
-		// A varint with a zero last byte has a shorter form: accepting it
-		// would let two byte strings mean the same entry.
-		d.err = fmt.Errorf("%w: non-minimal varint", ErrBadEntry)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) string() string { return d.bytes(MaxStringLen) }
-
-func (d *decoder) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.err = ErrShortEntry
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-// value reads a put's data, which may be longer than a key or owner.
-func (d *decoder) value() string { return d.bytes(MaxValueLen) }
-
-func (d *decoder) bytes(limit uint64) string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > limit {
-		d.err = fmt.Errorf("%w: string of %d bytes", ErrBadEntry, n)
-		return ""
-	}
-	if uint64(len(d.b)) < n {
-		d.err = ErrShortEntry
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
+	k := codec{mode: sizing}
+	c.layout(&k, c.flags())
+	return 3 + k.n
 }
 
 // validateShared checks the shared part: a mode only on an acquire (and on

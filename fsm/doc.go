@@ -52,4 +52,26 @@
 //     its draft saw.
 //
 // An entry that cannot be decoded is corruption: Apply panics with its index.
+//
+// # Layout
+//
+//   - command.go: Command, its ops and flags, and a plain command's
+//     encoding, whose layout is written once (Command.layout): Encode,
+//     Decode and encodedLen walk it with a codec in their mode (codec.go,
+//     with the decoder and the string and varint helpers). A batch
+//     (JoinEntries, DecodeEntry) wraps plain commands; a transaction
+//     (txn.go: Txn, its guards and scans) has a form of its own, described
+//     at TxnVersion. testdata/golden holds the bytes of every op and flag
+//     combination and of every snapshot version (golden_test.go): the
+//     format changes only on purpose.
+//   - apply.go: Apply, and applyInto, which dispatches each op to a method
+//     of its own (applyAcquire, applyRelease, ...); shared.go the shared
+//     keys' (read-write locks, semaphores); session.go the session
+//     commands.
+//   - table.go: Table, its leases and release memory, and the reads the
+//     server makes of it; draft.go the transaction drafts the leader works
+//     on.
+//   - snapshot.go, restore.go: the snapshot format (every older version is
+//     still read) and a new cluster made from another's snapshot;
+//     watchread.go: what a watch reads.
 package fsm

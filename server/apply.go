@@ -36,7 +36,7 @@ func (a *applier) applyingSince() int64 { return a.applying.Load() }
 func (a *applier) Apply(l *raft.Log) interface{} {
 	a.applying.Store(time.Now().UnixNano())
 	defer a.applying.Store(0)
-	a.grants.mu.Lock()
+	a.grants.lockApply()
 	res := a.applyLocked(l)
 	a.watches.advancedLocked()
 	a.grants.unlockAndYieldToGranted()
@@ -49,7 +49,7 @@ func (a *applier) ApplyBatch(logs []*raft.Log) []interface{} {
 	a.applying.Store(time.Now().UnixNano())
 	defer a.applying.Store(0)
 	out := make([]interface{}, len(logs))
-	a.grants.mu.Lock()
+	a.grants.lockApply()
 	for i, l := range logs {
 		out[i] = a.applyLocked(l)
 	}
@@ -119,15 +119,18 @@ func (s *countedSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (a *applier) Restore(rc io.ReadCloser) error {
-	a.grants.mu.Lock()
-	if err := a.table.Restore(rc); err != nil {
-		a.grants.mu.Unlock()
+	var err error
+	a.grants.locked(func() {
+		if err = a.table.Restore(rc); err != nil {
+			return
+		}
+		a.snapPos.Store(a.table.Position())
+		a.grants.restoredLocked()
+		a.watches.restoredLocked()
+	})
+	if err != nil {
 		return err
 	}
-	a.snapPos.Store(a.table.Position())
-	a.grants.restoredLocked()
-	a.watches.restoredLocked()
-	a.grants.mu.Unlock()
 	a.id.record(a.table.ClusterID())
 	// A test may hold the applier here, between a restore and the entries
 	// after it (faults_enabled.go).

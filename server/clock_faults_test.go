@@ -30,7 +30,7 @@ func TestFaultClockRate(t *testing.T) {
 		t.Run("rate="+tc.rate, func(t *testing.T) {
 			t.Setenv(clockRateEnv, tc.rate)
 			n := openNode(t, t.TempDir())
-			require.Equal(t, tc.rate, strconv.FormatFloat(n.grants.leases.clock.rate, 'g', -1, 64), "the node read its rate")
+			require.Equal(t, tc.rate, strconv.FormatFloat(n.grants.lessor.clock.rate, 'g', -1, 64), "the node read its rate")
 			ctx := ctxT(t)
 			sent := time.Now()
 			g := mustAcquire(t, n, "k", "holder", tc.ttl)

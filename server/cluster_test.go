@@ -114,7 +114,7 @@ func (c *cluster) leader() *Node {
 				continue
 			}
 			n.grants.mu.Lock()
-			ready := n.grants.ready
+			ready := n.grants.readiness.ready
 			n.grants.mu.Unlock()
 			if ready {
 				found = n

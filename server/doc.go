@@ -43,11 +43,18 @@
 //     (waitReady); loops.go: the background loops (leadership watcher,
 //     expiry, snapshots by command count, leader-change counter).
 //   - apply.go: applier, the raft.FSM: applies entries to the table and
-//     makes the grant bookkeeping follow.
-//   - grants.go: grants, the bookkeeping of what the node grants under a
-//     lock of its own (readiness, lease timers in lessor.go, wait queues in
-//     waits.go, acquires in progress and undelivered grants, quotas in
-//     quota.go). Readiness and the wait queue share that lock.
+//     makes the grant bookkeeping follow (applied.go) under its lock.
+//   - grants.go: grants, what the node grants and times, under one lock
+//     (mu) that the applier holds while it applies, and the one comment on
+//     what mu guards. Its jobs, each a type or file of its own: readiness
+//     and its term (readiness.go; readiness and the wait queue change
+//     together under mu); planning an acquire (acquireplan.go, shared.go,
+//     multi.go); following an applied entry (applied.go); timing expiries
+//     (expiry.go); acquires in progress and grants that reached no caller
+//     (deliveries.go); the wait queues (waits.go); quotas (quota.go).
+//   - lessor.go: lessor, the deadlines of locks' and sessions' leases on
+//     the lease clock, and ranOut, the one answer to whether a lease ran
+//     out; deadlines.go: deadlineQueue, the one heap both are timed in.
 //   - locks.go: the lock API (Acquire, Extend, Release, Revoke, Status) and
 //     propose; txn.go: Update and Tx; batch.go: the group commit; latch.go:
 //     per-key latches of transactions.

@@ -23,7 +23,7 @@ import (
 func readyFlag(n *Node) bool {
 	n.grants.mu.Lock()
 	defer n.grants.mu.Unlock()
-	return n.grants.ready
+	return n.grants.readiness.ready
 }
 
 // otherReady waits for a node other than old whose ready flag is set.

@@ -64,7 +64,7 @@ func TestFaultKeepAliveRacingTheDeadline(t *testing.T) {
 	<-k1Held
 	require.Eventually(t, func() bool {
 		var left time.Duration
-		n.grants.locked(func() { s, _ := n.table.Session(id); left = n.grants.sessions.remaining(s, time.Now()) })
+		n.grants.locked(func() { s, _ := n.table.Session(id); left = n.grants.left(sessionTimes(s), time.Now()) })
 		return left <= 0
 	}, 10*time.Second, time.Millisecond, "the deadline passes on the leader")
 	_, alive, err := n.KeepAlive(ctxT(t), id)

@@ -1,36 +1,38 @@
 package server
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
 )
 
-// lessor times leases on this node's monotonic clock. Every node records a
-// deadline when it applies a grant or renewal, but only a ready leader acts on
-// them: it proposes an Expire naming the lease it timed, which the table
-// ignores if the lease was renewed since. A node that becomes leader restarts
-// every lease at its full TTL (restartAll), because it cannot know how much of
-// the old leader's time had passed.
+// lessor times leases, of locks and of sessions, on this node's lease
+// clock, and answers whether one ran out (ranOut). Every node records a
+// deadline when it applies a grant, renewal, session open or keepalive, but
+// only a ready leader acts on them: it proposes an Expire (a SessionExpire)
+// naming the lease (the session's version) it timed, which the table
+// ignores if the lease was renewed since. A node that becomes leader
+// restarts every lease at its full TTL (restartAll), because it cannot know
+// how much of the old leader's time had passed.
 //
 // It is laid out for millions of leases: a deadline is kept in the table's
-// own lease (fsm.Lease.Deadline, node-local, nanoseconds since the lessor's
-// epoch on the monotonic clock), so there is no second map, and the heap
-// holds small values.
+// own record (fsm.Lease.Deadline, fsm.SessionInfo.Deadline, node-local,
+// nanoseconds since the lessor's epoch on the lease clock), so there is no
+// second map, and its deadline queues (deadlines.go) hold small values.
 //
-// Deadlines and remaining times are on the lease clock (clock), which is the
+// Deadlines and times left are on the lease clock (clock), which is the
 // monotonic clock itself except in a fault build that makes it run fast or
 // slow (FENCER_CLOCK_RATE); next and deadline convert back to real time for
 // the timers.
 //
-// All methods are called with grants.mu held.
+// It has no lock: its owner, grants, calls it with grants.mu held, the
+// lock under which the applier changes the table.
 type lessor struct {
 	epoch    time.Time // carries a monotonic reading
 	clock    leaseClock
 	table    *fsm.Table
-	queue    deadlineHeap
-	expiring map[leaseID]fsm.LeaseRef // leases with an Expire in flight
+	locks    deadlineQueue[leaseID, fsm.LeaseRef]
+	sessions deadlineQueue[uint64, uint64] // by session ID, of its version
 }
 
 // leaseID names one lease of a key: a plain lock's, or one holder's of a
@@ -40,11 +42,20 @@ type leaseID struct {
 	token uint64
 }
 
-// forever is what remaining answers for a key that has no TTL.
+// forever is what left answers for a key that has no TTL.
 const forever = time.Duration(1<<63 - 1)
 
 func newLessor(table *fsm.Table) *lessor {
-	return &lessor{epoch: time.Now(), clock: newLeaseClock(), table: table, expiring: make(map[leaseID]fsm.LeaseRef)}
+	ls := &lessor{epoch: time.Now(), clock: newLeaseClock(), table: table}
+	ls.locks = newDeadlineQueue(func(id leaseID, ref fsm.LeaseRef, d int64) bool {
+		cur, ok := table.Deadline(id.key, ref)
+		return ok && cur == d
+	})
+	ls.sessions = newDeadlineQueue(func(id, version uint64, d int64) bool {
+		s, ok := table.Session(id)
+		return ok && s.Version == version && s.Deadline == d
+	})
+	return ls
 }
 
 // mono returns the lease clock's reading at t: nanoseconds since the epoch.
@@ -53,13 +64,50 @@ func (ls *lessor) mono(t time.Time) int64 { return int64(ls.clock.leaseTime(t.Su
 // at returns the real time at which the lease clock reads d.
 func (ls *lessor) at(d int64) time.Time { return ls.epoch.Add(ls.clock.realTime(time.Duration(d))) }
 
+// timed is what the lease clock knows of a lease, a lock's or a session's:
+// its TTL in milliseconds (zero: it never runs out) and its node-local
+// deadline (zero: not timed yet).
+type timed struct {
+	ttl      uint64
+	deadline int64
+}
+
+// lockTimes is lock (or shared key holder) l's lease as the clock sees it.
+func lockTimes(l fsm.Lease) timed { return timed{ttl: l.TTL, deadline: l.Deadline} }
+
+// sessionTimes is session s's lease as the clock sees it.
+func sessionTimes(s fsm.SessionInfo) timed { return timed{ttl: s.TTL, deadline: s.Deadline} }
+
+// left returns how long lease t has left at now on this node's lease
+// clock; zero or less means it ran out. A lease not timed yet (which
+// cannot happen under grants.mu) counts as run out rather than guessed.
+func (ls *lessor) left(t timed, now time.Time) time.Duration {
+	if t.ttl == 0 {
+		return forever // a key without a TTL never runs out
+	}
+	if t.deadline == 0 {
+		return 0
+	}
+	return time.Duration(t.deadline - ls.mono(now))
+}
+
+// ranOut reports whether lease t has run out at now on this node's lease
+// clock: the one answer to that question, for locks, shared keys' holders
+// and sessions alike. On a leader a lease that ran out reads as free
+// before its expiry commits (docs/safety.md).
+func (ls *lessor) ranOut(t timed, now time.Time) bool { return ls.left(t, now) <= 0 }
+
+// expiresAt is the deadline of a lease of ttl milliseconds granted or
+// renewed when the lease clock read m: every deadline is computed here.
+func expiresAt(m int64, ttl uint64) int64 { return m + int64(ttl)*int64(time.Millisecond) }
+
 // set records that key's lease l was granted or renewed at now. A key
 // without a TTL is not timed.
 func (ls *lessor) set(key string, l fsm.Lease, now time.Time) {
 	if l.TTL == 0 {
 		return
 	}
-	ls.keep(key, l.Ref(), ls.mono(now)+int64(l.TTL)*int64(time.Millisecond))
+	ls.keep(key, l.Ref(), expiresAt(ls.mono(now), l.TTL))
 }
 
 // keep records deadline d for key's lease ref: a write that kept the key's
@@ -68,58 +116,32 @@ func (ls *lessor) keep(key string, ref fsm.LeaseRef, d int64) {
 	if !ls.table.SetDeadline(key, ref, d) {
 		return // no longer the key's lease
 	}
-	delete(ls.expiring, leaseID{key, ref.Token})
-	heap.Push(&ls.queue, deadlineItem{key: key, ref: ref, deadline: d})
-	if len(ls.queue) > 2*ls.table.Len()+1024 {
-		ls.compact()
-	}
-}
-
-// current reports whether it is the heap entry of key's current lease and
-// deadline.
-func (ls *lessor) current(it deadlineItem) bool {
-	d, ok := ls.table.Deadline(it.key, it.ref)
-	return ok && d == it.deadline
-}
-
-// compact drops the heap entries of renewed or freed leases. Only a leader
-// pops them as they come due, so a follower would otherwise keep one per
-// renewal.
-func (ls *lessor) compact() {
-	q := ls.queue[:0]
-	for _, it := range ls.queue {
-		if ls.current(it) {
-			q = append(q, it)
-		}
-	}
-	clear(ls.queue[len(q):])
-	ls.queue = q
-	heap.Init(&ls.queue)
+	ls.locks.push(leaseID{key, ref.Token}, ref, d, ls.table.Len())
 }
 
 // drop forgets key's lease l, freed, and for a whole shared key its
 // holders' leases.
 func (ls *lessor) drop(key string, l *fsm.Lease) {
-	delete(ls.expiring, leaseID{key, l.Token})
+	ls.locks.forget(leaseID{key, l.Token})
 	if l.Shared != nil {
 		for _, h := range l.Shared.Holders {
-			delete(ls.expiring, leaseID{key, h.Token})
+			ls.locks.forget(leaseID{key, h.Token})
 		}
 	}
 }
 
-// remaining returns how long lease l has left on this node's lease clock;
-// zero or less means it has run out. A lease not timed yet (which cannot
-// happen under grants.mu) counts as run out rather than guessed.
-func (ls *lessor) remaining(l fsm.Lease, now time.Time) time.Duration {
-	if l.TTL == 0 {
-		return forever // a key without a TTL never runs out
+// setSession records that session id was opened or renewed at version, at
+// now.
+func (ls *lessor) setSession(id, version, ttl uint64, now time.Time) {
+	d := expiresAt(ls.mono(now), ttl)
+	if !ls.table.SetSessionDeadline(id, version, d) {
+		return
 	}
-	if l.Deadline == 0 {
-		return 0
-	}
-	return time.Duration(l.Deadline - ls.mono(now))
+	ls.sessions.push(id, version, d, ls.table.Sessions())
 }
+
+// sessionEnded forgets session id's expiry in flight.
+func (ls *lessor) sessionEnded(id uint64) { ls.sessions.forget(id) }
 
 // deadline returns when key's lease ref runs out, if it is current and timed.
 func (ls *lessor) deadline(key string, ref fsm.LeaseRef) (time.Time, bool) {
@@ -127,87 +149,104 @@ func (ls *lessor) deadline(key string, ref fsm.LeaseRef) (time.Time, bool) {
 	return ls.at(d), ok && d != 0
 }
 
-// restartAll gives every lease in the table its full TTL from now.
+// restartAll gives every lease and every open session in the table its
+// full TTL from now.
 func (ls *lessor) restartAll(now time.Time) {
-	ls.expiring = make(map[leaseID]fsm.LeaseRef)
-	ls.queue = make(deadlineHeap, 0, ls.table.Len())
 	m := ls.mono(now)
+	ls.locks.restart(ls.table.Len())
 	ls.table.SetDeadlines(func(key string, l fsm.Lease) int64 {
 		if l.TTL == 0 {
 			return 0
 		}
-		d := m + int64(l.TTL)*int64(time.Millisecond)
-		ls.queue = append(ls.queue, deadlineItem{key: key, ref: l.Ref(), deadline: d})
+		d := expiresAt(m, l.TTL)
+		ls.locks.add(leaseID{key, l.Token}, l.Ref(), d)
 		return d
 	})
-	heap.Init(&ls.queue)
+	ls.locks.restarted()
+	ls.sessions.restart(ls.table.Sessions())
+	ls.table.SetSessionDeadlines(func(s fsm.SessionInfo) int64 {
+		d := expiresAt(m, s.TTL)
+		ls.sessions.add(s.ID, s.Version, d)
+		return d
+	})
+	ls.sessions.restarted()
 }
 
-// next returns the earliest deadline that may still matter.
+// next returns the earliest deadline, of a lock or a session, that may
+// still matter.
 func (ls *lessor) next() (time.Time, bool) {
-	for len(ls.queue) > 0 {
-		it := ls.queue[0]
-		if _, busy := ls.expiring[leaseID{it.key, it.ref.Token}]; ls.current(it) && !busy {
-			return ls.at(it.deadline), true
-		}
-		heap.Pop(&ls.queue) // stale: renewed, freed, or already expiring
+	l, okL := ls.locks.peek()
+	s, okS := ls.sessions.peek()
+	switch {
+	case okL && (!okS || l.deadline <= s.deadline):
+		return ls.at(l.deadline), true
+	case okS:
+		return ls.at(s.deadline), true
 	}
 	return time.Time{}, false
 }
 
-// due marks and returns the leases whose deadline is at or before now.
-func (ls *lessor) due(now time.Time) []dueLease {
-	var out []dueLease
-	for {
-		d, ok := ls.next()
-		if !ok || d.After(now) {
-			return out
-		}
-		it := heap.Pop(&ls.queue).(deadlineItem)
-		ls.expiring[leaseID{it.key, it.ref.Token}] = it.ref
-		out = append(out, dueLease{key: it.key, ref: it.ref})
-	}
+// nextSession returns the earliest session deadline that may still matter.
+func (ls *lessor) nextSession() (time.Time, bool) {
+	s, ok := ls.sessions.peek()
+	return ls.at(s.deadline), ok
 }
 
-// retry puts back a lease whose Expire was not committed.
-func (ls *lessor) retry(key string, ref fsm.LeaseRef, now time.Time) {
-	id := leaseID{key, ref.Token}
-	if busy, ok := ls.expiring[id]; !ok || busy != ref {
-		return
-	}
-	d := ls.mono(now)
-	if !ls.table.SetDeadline(key, ref, d) {
-		return
-	}
-	delete(ls.expiring, id)
-	heap.Push(&ls.queue, deadlineItem{key: key, ref: ref, deadline: d})
-}
-
+// dueLease is a lock's lease whose deadline passed.
 type dueLease struct {
 	key string
 	ref fsm.LeaseRef
 }
 
-// deadlineItem is a deadline in the heap; it is current while the key's
-// lease has the same ref and deadline.
-type deadlineItem struct {
-	key      string
-	ref      fsm.LeaseRef
-	deadline int64
+// dueSession is a session whose deadline passed, at its version.
+type dueSession struct {
+	id, version uint64
 }
 
-// deadlineHeap is a min-heap of deadlines. Entries are never removed when a
-// lease is renewed or freed; next skips them when they surface.
-type deadlineHeap []deadlineItem
+// due marks and returns the leases and sessions whose deadline is at or
+// before now.
+func (ls *lessor) due(now time.Time) ([]dueLease, []dueSession) {
+	var locks []dueLease
+	for {
+		it, ok := ls.locks.peek()
+		if !ok || ls.at(it.deadline).After(now) {
+			break
+		}
+		ls.locks.take()
+		locks = append(locks, dueLease{key: it.id.key, ref: it.ref})
+	}
+	var sessions []dueSession
+	for {
+		it, ok := ls.sessions.peek()
+		if !ok || ls.at(it.deadline).After(now) {
+			break
+		}
+		ls.sessions.take()
+		sessions = append(sessions, dueSession{id: it.id, version: it.ref})
+	}
+	return locks, sessions
+}
 
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
-func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineItem)) }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = deadlineItem{}
-	*h = old[:len(old)-1]
-	return it
+// retry puts back a lease whose Expire was not committed, due at now.
+func (ls *lessor) retry(key string, ref fsm.LeaseRef, now time.Time) {
+	id := leaseID{key, ref.Token}
+	if !ls.locks.retrying(id, ref) {
+		return
+	}
+	d := ls.mono(now)
+	if ls.table.SetDeadline(key, ref, d) {
+		ls.locks.push(id, ref, d, ls.table.Len())
+	}
+}
+
+// retrySession puts back a session whose expiry was not committed, due at
+// now.
+func (ls *lessor) retrySession(id, version uint64, now time.Time) {
+	if !ls.sessions.retrying(id, version) {
+		return
+	}
+	d := ls.mono(now)
+	if ls.table.SetSessionDeadline(id, version, d) {
+		ls.sessions.push(id, version, d, ls.table.Sessions())
+	}
 }

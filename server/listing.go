@@ -101,12 +101,7 @@ func (g *grants) page(q LockQuery) LockPage {
 func (g *grants) lockInfoLocked(key string, l fsm.Lease, now time.Time) LockInfo {
 	li := LockInfo{Name: key, Kind: kindName(l)}
 	one := func(l fsm.Lease, mode fsm.Mode, slot uint64) {
-		rem := g.leases.remaining(l, now)
-		if l.Session != 0 {
-			s, _ := g.sessionRemainingLocked(l.Session, now)
-			rem = max(s, time.Millisecond)
-		}
-		if rem > 0 || rem == NoExpiry {
+		if rem := g.lockLeftLocked(l, now); rem > 0 {
 			li.Holders = append(li.Holders, Holding{Owner: l.Owner, Token: l.Token, Remaining: rem, Session: l.Session, Mode: mode, Slot: int(slot)})
 		}
 	}
@@ -190,20 +185,23 @@ func (n *Node) Sessions(ctx context.Context, after uint64, count int, user strin
 	if user != "" {
 		keep = func(s fsm.SessionInfo) bool { return s.User == user }
 	}
-	g := n.grants
-	g.mu.Lock()
+	return n.grants.sessionPage(after, count, keep), nil
+}
+
+func (g *grants) sessionPage(after uint64, count int, keep func(fsm.SessionInfo) bool) SessionPage {
+	g.mu.Lock() // no entry is applied meanwhile
 	defer g.mu.Unlock()
 	ss, names, pos, more := g.table.SessionPage(after, count, MaxSessionNames, keep)
 	now := time.Now()
 	p := SessionPage{Position: pos, Sessions: make([]SessionListing, len(ss))}
 	for i, s := range ss {
 		p.Sessions[i] = SessionListing{ID: s.ID, User: s.User, TTL: time.Duration(s.TTL) * time.Millisecond,
-			Remaining: g.sessions.remaining(s, now), Locks: s.Locks, Names: names[i], Taken: s.Taken}
+			Remaining: g.left(sessionTimes(s), now), Locks: s.Locks, Names: names[i], Taken: s.Taken}
 	}
 	if more {
 		p.Next = ss[len(ss)-1].ID
 	}
-	return p, nil
+	return p
 }
 
 // newExpiryBacklog exports how many expiries the leader proposed that are
@@ -211,10 +209,13 @@ func (n *Node) Sessions(ctx context.Context, after uint64, count int, user strin
 func newExpiryBacklog(n *Node) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencer_expiry_backlog",
-		Help: "On the leader: leases whose expiry was proposed and is not applied yet. One that stays high means expiries cannot commit (no quorum, a slow disk) and run-out leases stay in the table.",
-	}, func() float64 {
-		n.grants.mu.Lock()
-		defer n.grants.mu.Unlock()
-		return float64(len(n.grants.leases.expiring))
-	})
+		Help: "On the leader: leases and sessions whose expiry was proposed and is not applied yet. One that stays high means expiries cannot commit (no quorum, a slow disk) and run-out leases stay in the table.",
+	}, func() float64 { return float64(n.grants.expiryBacklog()) })
+}
+
+// expiryBacklog counts the leases and sessions whose expiry is in flight.
+func (g *grants) expiryBacklog() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.lessor.locks.expiring) + len(g.lessor.sessions.expiring)
 }

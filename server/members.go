@@ -236,10 +236,12 @@ func (n *Node) refusedTransfer(err error) error {
 // of the lock table's snapshot bytes. Two nodes that applied the same log
 // return the same pair; the fault campaign compares them at the end.
 func (n *Node) StateHash() (appliedIndex uint64, hash string) {
-	n.grants.mu.Lock() // no entry is applied meanwhile
-	defer n.grants.mu.Unlock()
-	sum := sha256.Sum256(n.table.MarshalSnapshot())
-	// The table's own last index, not raft.AppliedIndex(): raft counts an
-	// entry applied before the FSM goroutine has applied it.
-	return n.table.LastIndex(), hex.EncodeToString(sum[:])
+	var sum [sha256.Size]byte
+	n.grants.locked(func() { // no entry is applied meanwhile
+		sum = sha256.Sum256(n.table.MarshalSnapshot())
+		// The table's own last index, not raft.AppliedIndex(): raft counts
+		// an entry applied before the FSM goroutine has applied it.
+		appliedIndex = n.table.LastIndex()
+	})
+	return appliedIndex, hex.EncodeToString(sum[:])
 }

@@ -130,7 +130,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 		switch {
 		case held && l.Kind != fsm.KindString:
 			return acquireStep{act: actFail, err: fmt.Errorf("%w (%s)", ErrWrongType, k)}
-		case held && l.Owner == m.owner && l.Session == 0 && g.leases.remaining(l, now) > 0:
+		case held && l.Owner == m.owner && l.Session == 0 && !g.ranOut(lockTimes(l), now):
 			if mine > 0 && l.Token != token {
 				return acquireStep{act: actFail, err: invalid("keys", "%s holds them under different tokens", m.owner)}
 			}

@@ -519,11 +519,11 @@ func TestExpiredHolderDoesNotJumpTheQueue(t *testing.T) {
 	// Stop the lessor from acting so the lease is past its deadline with
 	// the waiter still queued, then let the holder try to renew.
 	n.grants.mu.Lock()
-	n.grants.ready = false
+	n.grants.readiness.ready = false
 	n.grants.mu.Unlock()
 	time.Sleep(ttl + 200*time.Millisecond)
 	n.grants.mu.Lock()
-	n.grants.ready = true
+	n.grants.readiness.ready = true
 	n.grants.mu.Unlock()
 	_, ok, err := n.Acquire(ctx, "k", "holder", ttl, 0)
 	require.NoError(t, err)
@@ -548,7 +548,7 @@ func TestLessorCompactsRenewals(t *testing.T) {
 		r := table.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: c.Encode(nil)}).(*fsm.Result)
 		ls.set("k", r.Lease, now)
 	}
-	assert.LessOrEqual(t, len(ls.queue), 2*table.Len()+1024)
+	assert.LessOrEqual(t, len(ls.locks.items), 2*table.Len()+1024)
 	d, ok := ls.next()
 	require.True(t, ok)
 	assert.Zero(t, d.Sub(now.Add(time.Second)), "on the monotonic clock")

@@ -70,7 +70,7 @@ func (n *Node) KeepAlive(ctx context.Context, id uint64) (taken uint64, alive bo
 		c := fsm.Command{Op: fsm.OpSessionRenew, Session: id}
 		n.grants.locked(func() {
 			s, open := n.table.Session(id)
-			if open && n.grants.sessions.remaining(s, time.Now()) <= 0 {
+			if open && n.grants.ranOut(sessionTimes(s), time.Now()) {
 				// Ran out on this leader: a keepalive does not bring it back.
 				c = fsm.Command{Op: fsm.OpSessionExpire, Session: id, Lease: &fsm.LeaseRef{Version: s.Version},
 					Waiters: n.grants.sessionWaitersLocked(id)}
@@ -138,7 +138,7 @@ func (n *Node) Session(ctx context.Context, id uint64) (s SessionStatus, open bo
 		}
 		open = true
 		s.TTL = time.Duration(info.TTL) * time.Millisecond
-		s.Remaining = max(n.grants.sessions.remaining(info, time.Now()), time.Millisecond)
+		s.Remaining = max(n.grants.left(sessionTimes(info), time.Now()), time.Millisecond)
 		keys, _ := n.table.SessionKeys(id)
 		for _, k := range keys {
 			if l, held := n.table.Get(k); held {

@@ -78,7 +78,7 @@ func (g *grants) planSharedLocked(a acquireReq, waits bool) acquireStep {
 			return
 		}
 		for _, h := range l.Shared.Holders {
-			if h.Session == 0 && g.leases.remaining(h.Lease, now) <= 0 && (a.mode != fsm.ModeWrite || len(l.Shared.Holders) == 1) {
+			if h.Session == 0 && g.ranOut(lockTimes(h.Lease), now) && (a.mode != fsm.ModeWrite || len(l.Shared.Holders) == 1) {
 				ref := h.Ref()
 				room = &ref
 				break
@@ -101,7 +101,7 @@ func (g *grants) planSharedLocked(a acquireReq, waits bool) acquireStep {
 		}
 	}
 	queued := g.waits.head(key) != nil
-	ownExpired := own != nil && own.Session == 0 && g.leases.remaining(own.Lease, now) <= 0
+	ownExpired := own != nil && own.Session == 0 && g.ranOut(lockTimes(own.Lease), now)
 	switch {
 	case own != nil && !ownExpired:
 		// The holder's renewal (or downgrade): no queue involved.
@@ -182,11 +182,7 @@ func (g *grants) holders(key string) ([]Holding, error) {
 	}
 	now := time.Now()
 	one := func(l fsm.Lease, mode fsm.Mode, slot uint64) (Holding, bool) {
-		rem := g.leases.remaining(l, now)
-		if l.Session != 0 {
-			s, _ := g.sessionRemainingLocked(l.Session, now)
-			rem = max(s, time.Millisecond)
-		}
+		rem := g.lockLeftLocked(l, now)
 		return Holding{Owner: l.Owner, Token: l.Token, Remaining: rem, Session: l.Session, Mode: mode, Slot: int(slot)}, rem > 0
 	}
 	if l.Kind != fsm.KindShared {

@@ -138,7 +138,7 @@ func (tx *Tx) touch(key string) {
 	var l fsm.Lease
 	var held bool
 	g.locked(func() { l, held = tx.d.Get(key) })
-	if held && g.remaining(l, tx.now) <= 0 {
+	if held && g.ranOut(lockTimes(l), tx.now) {
 		ref := l.Ref()
 		_, _ = tx.d.Apply(fsm.Command{Op: fsm.OpExpire, Key: key, Lease: &ref})
 	}
@@ -163,7 +163,7 @@ func (tx *Tx) Status(key string) (Status, bool, error) {
 			s.Token = 0
 		}
 	} else {
-		s.Remaining = tx.n.grants.remaining(l, tx.now)
+		s.Remaining = tx.n.grants.left(lockTimes(l), tx.now)
 	}
 	return s, true, nil
 }
@@ -181,7 +181,7 @@ func (tx *Tx) Acquire(key, owner string, ttl time.Duration, redis bool) (bool, e
 	l, held := tx.d.Get(key)
 	var queued, inTable bool
 	n.grants.locked(func() {
-		queued = n.grants.waits.head(key) != nil
+		queued = n.grants.hasWaitersLocked(key)
 		inTable = n.table.Has(key)
 	})
 	if queued && (!held || l.Owner != owner) {
@@ -268,7 +268,7 @@ func (tx *Tx) Get(key string) (Record, bool, error) {
 	case l.Version == tx.d.Position() && l.Deadline == 0:
 		rec.Remaining = rec.TTL // started by this transaction
 	default:
-		rec.Remaining = tx.n.grants.remaining(l, tx.now)
+		rec.Remaining = tx.n.grants.left(lockTimes(l), tx.now)
 	}
 	return rec, true, nil
 }

@@ -224,3 +224,55 @@ func (w *waiter) answer(o waitOutcome) {
 	w.answered = true
 	w.done <- o
 }
+
+// The grants' reads of the wait queue.
+
+// hasWaitersLocked reports whether an acquire waits for key.
+func (g *grants) hasWaitersLocked(key string) bool { return g.waits.head(key) != nil }
+
+// waiting returns the number of queued acquires.
+func (g *grants) waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waits.count()
+}
+
+// headWaiter returns the first waiter for key as an fsm.Waiter, or nil.
+func (g *grants) headWaiter(key string) *fsm.Waiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.headWaiterLocked(key)
+}
+
+func (g *grants) headWaiterLocked(key string) *fsm.Waiter {
+	if w := g.waits.head(key); w != nil && w.keys == nil {
+		return &fsm.Waiter{Owner: w.owner, TTL: w.ttl, Session: w.session, Value: w.value, Mode: w.mode, Permits: w.permits}
+	}
+	// None, or a multi-key acquire, which no entry of one key can grant
+	// (grantHeadLocked wakes it).
+	return nil
+}
+
+// sessionWaitBudget bounds the bytes of waiters a session's end carries:
+// the keys beyond it are freed without a hand-off, and appliedLocked hands
+// each to its head waiter in an entry of its own right after.
+const sessionWaitBudget = 1 << 20
+
+// sessionWaitersLocked returns the head waiter of each of session id's
+// keys that has one, in key order, up to sessionWaitBudget bytes.
+func (g *grants) sessionWaitersLocked(id uint64) []fsm.KeyWaiter {
+	keys, _ := g.table.SessionKeys(id)
+	var out []fsm.KeyWaiter
+	size := 0
+	for _, k := range keys {
+		w := g.headWaiterLocked(k)
+		if w == nil {
+			continue
+		}
+		if size += len(k) + len(w.Owner) + len(w.Value) + 24; size > sessionWaitBudget {
+			break
+		}
+		out = append(out, fsm.KeyWaiter{Key: k, Waiter: *w})
+	}
+	return out
+}
