@@ -181,3 +181,50 @@ func TestPartitionMatrices(t *testing.T) {
 		t.Errorf("isolating node 1: %v", m)
 	}
 }
+
+// TestLinCheckUnknownAfterEveryAnswer: when every node stops at once (a
+// signal to all of them), the last operations have unknown outcomes and
+// were called after the last answered one returned. Each must still end
+// after its own call: the run of /tmp/fencer-chaos-5n-3122779747 ended so
+// (a release sent as n1 shut down, 3 ms after the last answer) and
+// porcupine called it not linearizable. The same tail after two holders
+// must still be a violation.
+func TestLinCheckUnknownAfterEveryAnswer(t *testing.T) {
+	op := func(client int, kind linKind, owner string, out linOutput, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: client, Input: linInput{kind, "k", owner}, Output: out, Call: call, Return: ret}
+	}
+	unknown := linOutput{unknown: true}
+	tests := []struct {
+		name string
+		ops  []porcupine.Operation
+		bad  int
+	}{
+		{"unknown release and its retry after the last answer", []porcupine.Operation{
+			op(0, linAcquire, "a", linOutput{ok: true, token: 5}, 0, 10),
+			op(1, linAcquire, "b", linOutput{}, 8, 11),
+			op(0, linRelease, "a", unknown, 14, math.MaxInt64),
+			op(0, linRelease, "a", unknown, 220, math.MaxInt64),
+		}, 0},
+		{"unknown acquire and release after the last answer", []porcupine.Operation{
+			op(0, linAcquire, "a", linOutput{ok: true, token: 5}, 0, 10),
+			op(0, linRelease, "a", linOutput{ok: true}, 11, 12),
+			op(1, linAcquire, "b", unknown, 40, math.MaxInt64),
+			op(1, linRelease, "b", unknown, 41, math.MaxInt64),
+		}, 0},
+		{"two holders, then unknown operations after the last answer", []porcupine.Operation{
+			op(0, linAcquire, "a", linOutput{ok: true, token: 5}, 0, 10),
+			op(1, linAcquire, "b", linOutput{ok: true, token: 7}, 11, 12),
+			op(1, linRelease, "b", unknown, 20, math.MaxInt64),
+			op(0, linRelease, "a", unknown, 21, math.MaxInt64),
+		}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &linWorkload{ops: tc.ops}
+			res := w.check(t.TempDir())
+			if res.undecided != "" || len(res.violations) != tc.bad {
+				t.Errorf("%d violations (%v), undecided %q; want %d", len(res.violations), res.violations, res.undecided, tc.bad)
+			}
+		})
+	}
+}
