@@ -3,7 +3,14 @@
 package chaos
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,4 +234,111 @@ func TestLinCheckUnknownAfterEveryAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckStateHashes: different states at one index are a violation, and
+// so are nodes that answered but stayed at different indexes; a node that
+// could not be read leaves the check undecided (the run still fails), not
+// a violation. In /tmp/fencer-chaos-5n-3122779747 every fencerd was sent
+// SIGTERM from outside the test, and the check reported "applied indexes
+// did not converge" over five unread nodes as a difference of state.
+func TestCheckStateHashes(t *testing.T) {
+	a, b := stateHash{index: 7, hash: "aa"}, stateHash{index: 7, hash: "bb"}
+	tests := []struct {
+		name      string
+		hs        []stateHash
+		err       error
+		bad       int
+		undecided bool
+	}{
+		{"same state", []stateHash{a, a, a}, nil, 0, false},
+		{"same index, different state", []stateHash{a, b, a}, nil, 1, false},
+		{"every node answered, indexes apart", []stateHash{a, {index: 5, hash: "cc"}, a},
+			errors.New("applied indexes did not converge within 1m0s: [...]"), 1, false},
+		{"nodes down", make([]stateHash, 5),
+			&unreadableError{within: time.Minute, nodes: []string{"n1: dial tcp 10.77.0.11:7379: connect: connection refused"}}, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := checkStateHashes(tc.hs, tc.err)
+			if len(res.violations) != tc.bad || (res.undecided != "") != tc.undecided {
+				t.Errorf("violations %v, undecided %q; want %d violations, undecided %v", res.violations, res.undecided, tc.bad, tc.undecided)
+			}
+		})
+	}
+}
+
+// TestUnexpectedExitIsReported runs real processes as a node's: an exit the
+// harness caused (kill, stop) is not reported, one it did not (a SIGTERM
+// from outside, as a `pkill fencerd` elsewhere on the machine sends, or a
+// process that ends by itself) is, with the end of its log.
+func TestUnexpectedExitIsReported(t *testing.T) {
+	run := func(t *testing.T, n *node, args ...string) *process {
+		t.Helper()
+		log, err := os.OpenFile(filepath.Join(t.TempDir(), "fencerd-1.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		fmt.Fprintln(log, `level=INFO msg="shutting down"`)
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &process{cmd: cmd, exited: make(chan struct{})}
+		n.watch(p)
+		n.mu.Lock()
+		n.proc = p
+		n.mu.Unlock()
+		return p
+	}
+	await := func(t *testing.T, p *process) {
+		t.Helper()
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the process did not exit")
+		}
+	}
+	t.Run("killed by the harness", func(t *testing.T) {
+		n := &node{id: "n1"}
+		p := run(t, n, "sleep", "30")
+		if err := n.kill(); err != nil {
+			t.Fatal(err)
+		}
+		await(t, p)
+		if e := n.unexpectedExits(); len(e) != 0 {
+			t.Errorf("reported: %v", e)
+		}
+	})
+	t.Run("stopped at teardown", func(t *testing.T) {
+		n := &node{id: "n1"}
+		p := run(t, n, "sleep", "30")
+		n.stop()
+		await(t, p)
+		if e := n.unexpectedExits(); len(e) != 0 {
+			t.Errorf("reported: %v", e)
+		}
+	})
+	t.Run("SIGTERM from outside", func(t *testing.T) {
+		n := &node{id: "n2"}
+		p := run(t, n, "sleep", "30")
+		if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		await(t, p)
+		e := n.unexpectedExits()
+		if len(e) != 1 || !strings.Contains(e[0], "n2 (pid") || !strings.Contains(e[0], "signal: terminated") ||
+			!strings.Contains(e[0], `msg="shutting down"`) {
+			t.Errorf("reported %q, want one exit of n2 by SIGTERM with its log's last line", e)
+		}
+	})
+	t.Run("ends by itself", func(t *testing.T) {
+		n := &node{id: "n3"}
+		await(t, run(t, n, "sh", "-c", "exit 1"))
+		if e := n.unexpectedExits(); len(e) != 1 || !strings.Contains(e[0], "exit status 1") {
+			t.Errorf("reported %q, want one exit of n3 with status 1", e)
+		}
+	})
 }
