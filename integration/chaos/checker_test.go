@@ -273,14 +273,15 @@ func TestCheckStateHashes(t *testing.T) {
 // from outside, as a `pkill fencerd` elsewhere on the machine sends, or a
 // process that ends by itself) is, with the end of its log.
 func TestUnexpectedExitIsReported(t *testing.T) {
-	run := func(t *testing.T, n *node, args ...string) *process {
+	// run starts args as n's process, its log beginning with logged.
+	run := func(t *testing.T, n *node, logged string, args ...string) *process {
 		t.Helper()
 		log, err := os.OpenFile(filepath.Join(t.TempDir(), "fencerd-1.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer log.Close()
-		fmt.Fprintln(log, `level=INFO msg="shutting down"`)
+		fmt.Fprintln(log, logged)
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
@@ -303,7 +304,7 @@ func TestUnexpectedExitIsReported(t *testing.T) {
 	}
 	t.Run("killed by the harness", func(t *testing.T) {
 		n := &node{id: "n1"}
-		p := run(t, n, "sleep", "30")
+		p := run(t, n, "", "sleep", "30")
 		if err := n.kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +315,7 @@ func TestUnexpectedExitIsReported(t *testing.T) {
 	})
 	t.Run("stopped at teardown", func(t *testing.T) {
 		n := &node{id: "n1"}
-		p := run(t, n, "sleep", "30")
+		p := run(t, n, "", "sleep", "30")
 		n.stop()
 		await(t, p)
 		if e := n.unexpectedExits(); len(e) != 0 {
@@ -323,21 +324,22 @@ func TestUnexpectedExitIsReported(t *testing.T) {
 	})
 	t.Run("SIGTERM from outside", func(t *testing.T) {
 		n := &node{id: "n2"}
-		p := run(t, n, "sleep", "30")
+		p := run(t, n, `level=INFO msg="shutting down"`, "sleep", "30")
 		if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		await(t, p)
 		e := n.unexpectedExits()
 		if len(e) != 1 || !strings.Contains(e[0], "n2 (pid") || !strings.Contains(e[0], "signal: terminated") ||
-			!strings.Contains(e[0], `msg="shutting down"`) {
+			!strings.Contains(e[0], `sent SIGTERM or SIGINT from outside the test (its log: level=INFO msg="shutting down")`) {
 			t.Errorf("reported %q, want one exit of n2 by SIGTERM with its log's last line", e)
 		}
 	})
 	t.Run("ends by itself", func(t *testing.T) {
 		n := &node{id: "n3"}
-		await(t, run(t, n, "sh", "-c", "exit 1"))
-		if e := n.unexpectedExits(); len(e) != 1 || !strings.Contains(e[0], "exit status 1") {
+		await(t, run(t, n, "level=INFO msg=started", "sh", "-c", `echo 'level=ERROR msg="RESP server stopped"'; exit 1`))
+		if e := n.unexpectedExits(); len(e) != 1 || !strings.Contains(e[0], "exit status 1") ||
+			!strings.Contains(e[0], `its log ends: level=ERROR msg="RESP server stopped"`) {
 			t.Errorf("reported %q, want one exit of n3 with status 1", e)
 		}
 	})

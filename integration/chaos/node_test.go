@@ -131,17 +131,25 @@ func (n *node) watch(p *process) {
 	go func() {
 		_ = p.cmd.Wait()
 		if !p.stopping.Load() {
-			last := strings.TrimSpace(n.lastLogOf(p))
-			if i := strings.LastIndexByte(last, '\n'); i >= 0 {
-				last = last[i+1:]
-			}
 			n.mu.Lock()
-			n.exits = append(n.exits, fmt.Sprintf("%s (pid %d) exited at %s without the harness stopping it: %v (a signal from outside the test, or a failure of fencerd); its log ends: %s",
-				n.id, p.cmd.Process.Pid, time.Now().UTC().Format("15:04:05.000"), p.cmd.ProcessState, last))
+			n.exits = append(n.exits, fmt.Sprintf("%s (pid %d) exited at %s without the harness stopping it: %v; %s",
+				n.id, p.cmd.Process.Pid, time.Now().UTC().Format("15:04:05.000"), p.cmd.ProcessState, exitCause(n.lastLogOf(p))))
 			n.mu.Unlock()
 		}
 		close(p.exited)
 	}()
+}
+
+// exitCause says what a log's tail tells of why fencerd ended: the line of
+// its signal handler if there is one, else its last line.
+func exitCause(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	for _, l := range lines {
+		if strings.HasSuffix(l, `msg="shutting down"`) {
+			return "it was sent SIGTERM or SIGINT from outside the test (its log: " + l + ")"
+		}
+	}
+	return "its log ends: " + lines[len(lines)-1]
 }
 
 // unexpectedExits returns what watch recorded.
