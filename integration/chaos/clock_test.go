@@ -207,10 +207,14 @@ func runClockRate(t *testing.T, rate float64, d time.Duration) *clockRow {
 		for _, v := range res.violations {
 			row.violations = append(row.violations, res.name+": "+v)
 		}
+		if res.undecided != "" {
+			row.violations = append(row.violations, res.name+": undecided: "+res.undecided)
+		}
 	}
 	ready := 0
 	for _, n := range c.nodes {
 		row.violations = append(row.violations, n.badLogLines()...)
+		row.violations = append(row.violations, n.unexpectedExits()...)
 		ready += n.countInLogs("leader ready")
 	}
 	row.leaderChanges = ready - 1 // n1's own election

@@ -364,31 +364,50 @@ func (c *cluster) stateHash(i int) (stateHash, error) {
 // and each node the same index and hash in two polls in a row, and returns
 // what it saw then. Equal indexes with different hashes are a divergence,
 // reported by the caller. (Raft may count an entry as applied a moment
-// before the table has it, hence the second poll.)
+// before the table has it, hence the second poll.) If some node still cannot
+// be read at the deadline, the error is an *unreadableError: nothing could
+// be compared.
 func (c *cluster) awaitConverged(within time.Duration) ([]stateHash, error) {
 	deadline := time.Now().Add(within)
 	var prev []stateHash
 	for {
 		cur := make([]stateHash, len(c.nodes))
-		var err error
-		same := true
+		var unread []string
 		for i := range c.nodes {
+			var err error
 			if cur[i], err = c.stateHash(i); err != nil {
-				break
+				unread = append(unread, fmt.Sprintf("%s: %v", c.nodes[i].id, err))
 			}
+		}
+		same := len(unread) == 0
+		for i := range cur {
 			same = same && cur[i].index == cur[0].index
 		}
-		if err == nil && same && slices.Equal(prev, cur) {
+		if same && slices.Equal(prev, cur) {
 			return cur, nil
 		}
-		if !same || err != nil {
+		if !same {
 			prev = nil
 		} else {
 			prev = cur
 		}
 		if time.Now().After(deadline) {
-			return cur, fmt.Errorf("applied indexes did not converge within %v: %v (err %v)", within, cur, err)
+			if len(unread) > 0 {
+				return cur, &unreadableError{within: within, nodes: unread}
+			}
+			return cur, fmt.Errorf("applied indexes did not converge within %v: %v", within, cur)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// unreadableError: some node's state could not be read (down, or not
+// answering) until awaitConverged gave up.
+type unreadableError struct {
+	within time.Duration
+	nodes  []string // "n1: why", per node not read
+}
+
+func (e *unreadableError) Error() string {
+	return fmt.Sprintf("could not read the state of every node within %v: %s", e.within, strings.Join(e.nodes, "; "))
 }

@@ -278,9 +278,14 @@ func (w *linWorkload) check(dir string) checkResult {
 	w.mu.Lock()
 	ops := append([]porcupine.Operation(nil), w.ops...)
 	w.mu.Unlock()
-	// Operations with an unknown outcome end after everything else.
+	// Operations with an unknown outcome end after everything else: after
+	// every answer and after every call, theirs included. When every node
+	// stops at once, the last calls come after the last answer; ending them
+	// at the last answer would put their return before their call, which
+	// porcupine takes for an operation it cannot linearize.
 	var last int64
 	for _, op := range ops {
+		last = max(last, op.Call)
 		if op.Return != math.MaxInt64 {
 			last = max(last, op.Return)
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,12 +47,18 @@ type node struct {
 	proc   *process
 	paused bool
 	logs   []string // every log file this node wrote
+	// exits are the exits of its processes that the harness did not
+	// cause (see watch).
+	exits []string
 }
 
 // process is one run of fencerd.
 type process struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once Wait returned
+	// stopping is set before the harness signals the process to end (kill,
+	// stop): any other exit is unexpected.
+	stopping atomic.Bool
 }
 
 func (p *process) done() bool {
@@ -108,14 +115,48 @@ func (n *node) start() error {
 		return fmt.Errorf("starting %s: %w", n.id, err)
 	}
 	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
+	n.watch(p)
 	n.proc, n.paused = p, false
 	n.logs = append(n.logs, logPath)
 	n.mu.Unlock()
 	return n.waitPing(p)
+}
+
+// watch waits for p to exit, and records the exit unless the harness
+// caused it. fencerd ends only on SIGINT or SIGTERM, which the harness never
+// sends during a run, or when it fails: an exit the harness did not cause is
+// a signal from outside the test (another process on the machine) or a
+// fault of fencerd, and either leaves the run without a node it counts on.
+func (n *node) watch(p *process) {
+	go func() {
+		_ = p.cmd.Wait()
+		if !p.stopping.Load() {
+			n.mu.Lock()
+			n.exits = append(n.exits, fmt.Sprintf("%s (pid %d) exited at %s without the harness stopping it: %v; %s",
+				n.id, p.cmd.Process.Pid, time.Now().UTC().Format("15:04:05.000"), p.cmd.ProcessState, exitCause(n.lastLogOf(p))))
+			n.mu.Unlock()
+		}
+		close(p.exited)
+	}()
+}
+
+// exitCause says what a log's tail tells of why fencerd ended: the line of
+// its signal handler if there is one, else its last line.
+func exitCause(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	for _, l := range lines {
+		if strings.HasSuffix(l, `msg="shutting down"`) {
+			return "it was sent SIGTERM or SIGINT from outside the test (its log: " + l + ")"
+		}
+	}
+	return "its log ends: " + lines[len(lines)-1]
+}
+
+// unexpectedExits returns what watch recorded.
+func (n *node) unexpectedExits() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.exits...)
 }
 
 // waitPing waits until the RESP listener answers PING.
@@ -165,6 +206,7 @@ func (n *node) kill() error {
 	if p == nil || p.done() {
 		return nil
 	}
+	p.stopping.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-p.exited:
@@ -186,6 +228,7 @@ func (n *node) stop() {
 	if p == nil || p.done() {
 		return
 	}
+	p.stopping.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -239,7 +282,20 @@ func (n *node) lastLog() string {
 	if len(n.logs) == 0 {
 		return ""
 	}
-	b, _ := os.ReadFile(n.logs[len(n.logs)-1])
+	return tail(n.logs[len(n.logs)-1])
+}
+
+// lastLogOf returns the tail of p's log file: its command's stdout.
+func (n *node) lastLogOf(p *process) string {
+	if f, ok := p.cmd.Stdout.(*os.File); ok {
+		return tail(f.Name())
+	}
+	return ""
+}
+
+// tail returns the last 4000 bytes of the file at path.
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}

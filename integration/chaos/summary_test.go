@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,7 +66,11 @@ func (r *report) summary() string {
 		if res.took > time.Second {
 			notes = strings.TrimPrefix(notes+fmt.Sprintf("; took %v", res.took.Round(100*time.Millisecond)), "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", res.name, res.checked, len(res.violations), notes)
+		found := strconv.Itoa(len(res.violations))
+		if res.undecided != "" {
+			found = "undecided"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", res.name, res.checked, found, notes)
 	}
 	fmt.Fprintf(tw, "logs\t%d\t%d\tpanic:, fatal error:, DATA RACE\n", r.logFiles, len(r.badLogs))
 	fmt.Fprintf(tw, "harness errors\t\t%d\t\n", len(r.nemesisErrs))
