@@ -142,6 +142,7 @@ func (c *Client) acquireLease(ctx context.Context, q lockReq, wait bool, opts []
 	l.start(c.ctx, g.ttl, drift, g.sent, func(until time.Time) error {
 		return fmt.Errorf("%w: its validity ran out (at %s) before a renewal succeeded", ErrLeaseLost, until.Format(time.RFC3339Nano))
 	})
+	g.rounds.follow(l.ctx)
 	if cfg.autoRenew {
 		c.wg.Add(1)
 		go func() {
@@ -367,6 +368,7 @@ func (c *Client) acquireReq(ctx context.Context, q lockReq, drift time.Duration,
 		return g, nil
 	}
 	c.releaseLater(q)
+	g.rounds.abandon()
 	return grant{}, fmt.Errorf("acquire %s: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
 }
 
