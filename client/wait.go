@@ -46,11 +46,15 @@ type roundResult struct {
 // not remembered by the server, so a round reaching it after the lease
 // ended would be granted anew, with a new token, to an owner no lease
 // tracks, holding the key for a TTL. So waitAcquire returns the grant once
-// the rounds in flight have come back (within a bound); a round that comes
-// back later with another token has its grant released at once; and when
-// the lease ends, the rounds still out are cut off and, if any of them
-// ends with a grant or an unknown outcome, the lock is released again for
-// the owner once they are all back.
+// the rounds in flight have come back (within a bound), and a round that
+// comes back later with another token has its grant released at once.
+//
+// Such a round is not cut off when the lease ends: its connection's close
+// could reach the server before the request itself, which would then be
+// granted with nobody to see it. Left to its answer, it says what it got.
+// Only a round whose outcome stays unknown (its node failed, it timed
+// out, or the wait gave up and cut it off) leaves a doubt: the owner's lock
+// is released once more when the lease has ended and every round is back.
 type rounds struct {
 	c  *Client
 	q  lockReq
@@ -59,8 +63,8 @@ type rounds struct {
 	mu      sync.Mutex
 	cancels []context.CancelFunc
 	won     uint64 // the token waitAcquire returned; 0 before or without one
-	ended   bool   // the lease or the wait ended: a grant from now on is nobody's
-	stray   bool   // a round may have been granted after it ended
+	unknown bool   // a round came back late with its outcome unknown
+	ended   bool
 }
 
 // add counts a round sent, cut off by cancel.
@@ -69,7 +73,14 @@ func (rs *rounds) add(cancel context.CancelFunc) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.cancels = append(rs.cancels, cancel)
-	if rs.ended {
+}
+
+// cutOff ends every round still out: the server drops a waiter that hangs
+// up (and hands back a grant made to it as it did).
+func (rs *rounds) cutOff() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, cancel := range rs.cancels {
 		cancel()
 	}
 }
@@ -81,43 +92,33 @@ func (rs *rounds) win(token uint64) {
 	rs.won = token
 }
 
-// late takes a round's result that came back after the grant (or after
-// the wait gave up), which waitAcquire no longer acts on.
+// late takes a round's result that came after the grant (or after the wait
+// gave up), which waitAcquire no longer acts on.
 func (rs *rounds) late(r roundResult) {
-	unknown := r.err != nil && classify(r.err).transient
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	switch {
 	case r.err == nil && r.granted && r.g.token != rs.won:
-		// Granted anew: the lease waitAcquire returned (if any) had
-		// ended on the server by then, and nobody holds this one.
+		// Granted anew, after the lease waitAcquire returned (if any)
+		// had ended on the server: nobody holds this grant. The reply
+		// came after the grant, so this release does too.
 		rs.c.releaseLater(rs.q)
-	case unknown, r.granted && rs.ended:
-		// Perhaps granted after the lease ended: release again once
-		// every round is back (end).
-		rs.stray = true
+	case r.err != nil && classify(r.err).transient:
+		rs.unknown = true
 	}
 }
 
 // end is called when the lease ends (released, lost, the client closed) or
-// the wait gave up: it cuts off the rounds still out, which takes them out
-// of the server's queue (and hands back a grant made to one as it hung
-// up), and, once they are all back, releases the lock for the owner if one
-// of them may have been granted. The owner is the lease's alone, so that
-// release can free nothing else.
+// the wait gave up: once every round is back, it releases the owner's lock
+// again if a round's outcome stayed unknown. The owner is the lease's
+// alone, so that release can free nothing else.
 func (rs *rounds) end() {
 	rs.mu.Lock()
-	if rs.ended {
-		rs.mu.Unlock()
-		return
-	}
+	ended := rs.ended
 	rs.ended = true
-	for _, cancel := range rs.cancels {
-		cancel()
-	}
 	rs.mu.Unlock()
 	c := rs.c
-	if c.ctx.Err() != nil {
+	if ended || c.ctx.Err() != nil {
 		return
 	}
 	c.wg.Add(1)
@@ -125,9 +126,9 @@ func (rs *rounds) end() {
 		defer c.wg.Done()
 		rs.wg.Wait()
 		rs.mu.Lock()
-		stray := rs.stray
+		unknown := rs.unknown
 		rs.mu.Unlock()
-		if stray {
+		if unknown {
 			c.releaseLater(rs.q)
 		}
 	}()
@@ -211,6 +212,7 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 		return true
 	}
 	giveUp := func(err error) (grant, error) {
+		rs.cutOff()
 		rs.end()
 		c.releaseLater(q)
 		return grant{}, err
