@@ -197,7 +197,7 @@ func noStrayGrants(t *testing.T, tc strayCase, hc, wc *client.Client, n int) (re
 		ghosts = append(ghosts, fmt.Sprintf("owner %s granted token %d at %d after its lease (token %d) was released; that grant ended: %s", e.Owner, e.Token, e.Position, lt, end))
 	}
 	if len(ghosts) > 0 {
-		t.Fatalf("%d of %d waited %s leases left a grant nobody tracked:\n%s", len(ghosts), n, tc.kind, strings.Join(ghosts, "\n"))
+		t.Fatalf("%d grants nobody tracked after %d waited %s leases:\n%s", len(ghosts), n, tc.kind, strings.Join(ghosts, "\n"))
 	}
 	if len(leased) != n {
 		t.Fatalf("%d distinct owners in %d leases", len(leased), n)
