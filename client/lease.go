@@ -424,6 +424,40 @@ func (c *Client) releaseLater(q lockReq) {
 	}()
 }
 
+// releaseAgainPauses are the pauses before each repeat of releaseAgain's
+// release. A release may come before a request of the owner still on its
+// way (sent on a connection since closed), and the server neither
+// remembers a release of a read lock or permit, nor one by an owner that
+// does not hold the lock; so it is sent again for about a second, also
+// after it freed something (there may be more than one such request).
+var releaseAgainPauses = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+
+// releaseAgain is releaseLater for requests of the owner that may still
+// reach the server (wait rounds whose outcome is unknown): it repeats the
+// release after each of releaseAgainPauses.
+func (c *Client) releaseAgain(q lockReq) {
+	if c.ctx.Err() != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for i := 0; ; i++ {
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.failoverTimeout)
+			_, _ = c.release(ctx, q)
+			cancel()
+			if i == len(releaseAgainPauses) {
+				return
+			}
+			select {
+			case <-time.After(releaseAgainPauses[i]):
+			case <-c.ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
 // errIs reports whether err is one of targets.
 func errIs(err error, targets ...error) bool {
 	for _, t := range targets {

@@ -3,11 +3,14 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,8 +55,8 @@ func TestNoGrantOutlivesAWaitedSharedLease(t *testing.T) {
 	for _, tc := range strayCases {
 		t.Run(tc.kind, func(t *testing.T) {
 			c := newClient(t)
-			released := noStrayGrants(t, tc, c, c, strayIterations)
-			t.Logf("%d waited %s leases; %d grants made after a release were released by the client", strayIterations, tc.kind, released)
+			released := noStrayGrants(t, tc, c, c, strayIterations, false)
+			t.Logf("%d waited %s leases; %d grants made after a release were let go", strayIterations, tc.kind, released)
 		})
 	}
 }
@@ -66,8 +69,24 @@ func TestNoGrantOutlivesAWaitedSharedLease(t *testing.T) {
 type lateConn struct {
 	net.Conn
 	delay time.Duration
-	mu    sync.Mutex
-	last  chan struct{} // closed once the latest late write is out; nil: none
+	// lose, if set, tells for each late request whether its reply is lost:
+	// the client's read fails at once, an outcome unknown to it, while the
+	// request still reaches the server.
+	lose func() bool
+	mu   sync.Mutex
+	last chan struct{} // closed once the latest late write is out; nil: none
+	lost bool
+}
+
+func (c *lateConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	lost := c.lost
+	c.mu.Unlock()
+	if lost {
+		time.Sleep(10 * time.Millisecond)
+		return 0, io.ErrUnexpectedEOF
+	}
+	return c.Conn.Read(p)
 }
 
 func (c *lateConn) Write(p []byte) (int, error) {
@@ -78,6 +97,9 @@ func (c *lateConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	prev, out := c.last, make(chan struct{})
 	c.last = out
+	if c.lose != nil && c.lose() {
+		c.lost = true
+	}
 	c.mu.Unlock()
 	time.AfterFunc(c.delay, func() {
 		defer close(out)
@@ -102,24 +124,47 @@ func (c *lateConn) Close() error {
 	return nil
 }
 
+// lateDialer dials connections whose wait rounds reach the server 300 ms
+// late, with lose (may be nil) as the lateConn's.
+func lateDialer(lose func() bool) client.Option {
+	var d net.Dialer
+	return client.WithDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &lateConn{Conn: conn, delay: 300 * time.Millisecond, lose: lose}, nil
+	})
+}
+
 // Rounds that reach the server well after the grant, past the time the
 // client waits for them before returning it: they are granted anew after
 // the release, and the client must let those grants go (not leave them to
 // expire).
 func TestLateRoundsGrantsAreReleased(t *testing.T) {
-	var d net.Dialer
-	late := client.WithDialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &lateConn{Conn: conn, delay: 300 * time.Millisecond}, nil
-	})
 	for _, tc := range strayCases {
 		t.Run(tc.kind, func(t *testing.T) {
 			const n = 15
-			released := noStrayGrants(t, tc, newClient(t), newClient(t, late), n)
-			t.Logf("%d waited %s leases, rounds 300 ms late; %d grants made after a release were released by the client", n, tc.kind, released)
+			released := noStrayGrants(t, tc, newClient(t), newClient(t, lateDialer(nil)), n, false)
+			t.Logf("%d waited %s leases, rounds 300 ms late; %d grants made after a release were let go", n, tc.kind, released)
+			if released == 0 {
+				t.Fatal("no round was granted after a release: the fault did not happen")
+			}
+		})
+	}
+}
+
+// As TestLateRoundsGrantsAreReleased, but every third round's reply is lost
+// (its outcome unknown to the client, as after a node's failure), before
+// or after the grant, while its request still reaches the server late.
+func TestUnknownRoundsGrantsAreReleased(t *testing.T) {
+	for _, tc := range strayCases {
+		t.Run(tc.kind, func(t *testing.T) {
+			var waits atomic.Int64
+			lose := func() bool { return waits.Add(1)%3 == 0 }
+			const n = 15
+			released := noStrayGrants(t, tc, newClient(t), newClient(t, lateDialer(lose)), n, true)
+			t.Logf("%d waited %s leases, rounds 300 ms late, a third of them unanswered; %d grants made after a release were let go", n, tc.kind, released)
 			if released == 0 {
 				t.Fatal("no round was granted after a release: the fault did not happen")
 			}
@@ -132,8 +177,10 @@ func TestLateRoundsGrantsAreReleased(t *testing.T) {
 // at once. A watch sees every grant: each one to a released waiter's owner
 // with a token other than its lease's must be released by the client, not
 // left to expire; the key is free at the end. It returns how many such
-// grants the client released.
-func noStrayGrants(t *testing.T, tc strayCase, hc, wc *client.Client, n int) (released int) {
+// grants were let go. If lostOK is set, a waiter's lease may be lost before
+// its release: the server revokes a grant made to a round that hung up,
+// which a round whose reply was lost did.
+func noStrayGrants(t *testing.T, tc strayCase, hc, wc *client.Client, n int, lostOK bool) (released int) {
 	t.Helper()
 	key := fmt.Sprintf("stray-%s-%d", tc.kind, time.Now().UnixNano())
 	ctx := ctxT(t, 5*time.Minute)
@@ -165,7 +212,9 @@ func noStrayGrants(t *testing.T, tc strayCase, hc, wc *client.Client, n int) (re
 		release(t, h)
 		l := within(t, ch, 10*time.Second, "the waiter")
 		leased[l.Owner()] = l.Token()
-		release(t, l)
+		if err := l.Release(ctx); err != nil && !(lostOK && errors.Is(err, client.ErrLeaseLost)) {
+			t.Fatalf("iteration %d: the waiter's release: %v", i, err)
+		}
 	}
 	// A round in flight ends within its wait (100 ms) and the request
 	// timeout; a grant nobody releases lasts 200 ms.
@@ -190,7 +239,9 @@ func noStrayGrants(t *testing.T, tc strayCase, hc, wc *client.Client, n int) (re
 				break
 			}
 		}
-		if end == client.EventReleased {
+		if end == client.EventReleased || end == client.EventRevoked {
+			// Let go by the client, or taken back by the server from a
+			// round that hung up.
 			released++
 			continue
 		}

@@ -52,9 +52,12 @@ type roundResult struct {
 // Such a round is not cut off when the lease ends: its connection's close
 // could reach the server before the request itself, which would then be
 // granted with nobody to see it. Left to its answer, it says what it got.
-// Only a round whose outcome stays unknown (its node failed, it timed
-// out, or the wait gave up and cut it off) leaves a doubt: the owner's lock
-// is released once more when the lease has ended and every round is back.
+// Only a round whose outcome stayed unknown (its node failed, it timed
+// out, or the wait gave up and cut it off), before or after the grant,
+// leaves a doubt: its request may still reach the server. Then the owner's
+// lock is released once more when the lease has ended and every round is
+// back, and again for a while if the server answers that the owner does
+// not hold it (releaseAgain).
 type rounds struct {
 	c  *Client
 	q  lockReq
@@ -63,7 +66,7 @@ type rounds struct {
 	mu      sync.Mutex
 	cancels []context.CancelFunc
 	won     uint64 // the token waitAcquire returned; 0 before or without one
-	unknown bool   // a round came back late with its outcome unknown
+	unknown bool   // a round came back with its outcome unknown
 	ended   bool
 }
 
@@ -92,8 +95,9 @@ func (rs *rounds) win(token uint64) {
 	rs.won = token
 }
 
-// late takes a round's result that came after the grant (or after the wait
-// gave up), which waitAcquire no longer acts on.
+// late takes a round's result that did not bring the grant waitAcquire
+// returns: from a round that failed or was replaced while waiting, or one
+// that came back after the grant (or after the wait gave up).
 func (rs *rounds) late(r roundResult) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -110,7 +114,7 @@ func (rs *rounds) late(r roundResult) {
 
 // end is called when the lease ends (released, lost, the client closed) or
 // the wait gave up: once every round is back, it releases the owner's lock
-// again if a round's outcome stayed unknown. The owner is the lease's
+// again (releaseAgain) if a round's outcome stayed unknown. The owner is the lease's
 // alone, so that release can free nothing else.
 func (rs *rounds) end() {
 	rs.mu.Lock()
@@ -129,7 +133,7 @@ func (rs *rounds) end() {
 		unknown := rs.unknown
 		rs.mu.Unlock()
 		if unknown {
-			c.releaseLater(rs.q)
+			c.releaseAgain(rs.q)
 		}
 	}()
 }
@@ -265,6 +269,7 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 				g.rounds = rs
 				return g, nil
 			}
+			rs.late(r)
 			if r.id != latest {
 				continue // replaced by a newer round, or failed after it started
 			}
