@@ -144,7 +144,7 @@ func lateDialer(lose func() bool) client.Option {
 func TestLateRoundsGrantsAreReleased(t *testing.T) {
 	for _, tc := range strayCases {
 		t.Run(tc.kind, func(t *testing.T) {
-			const n = 15
+			const n = 8
 			released := noStrayGrants(t, tc, newClient(t), newClient(t, lateDialer(nil)), n, false)
 			t.Logf("%d waited %s leases, rounds 300 ms late; %d grants made after a release were let go", n, tc.kind, released)
 			if released == 0 {
@@ -162,7 +162,7 @@ func TestUnknownRoundsGrantsAreReleased(t *testing.T) {
 		t.Run(tc.kind, func(t *testing.T) {
 			var waits atomic.Int64
 			lose := func() bool { return waits.Add(1)%3 == 0 }
-			const n = 15
+			const n = 8
 			released := noStrayGrants(t, tc, newClient(t), newClient(t, lateDialer(lose)), n, true)
 			t.Logf("%d waited %s leases, rounds 300 ms late, a third of them unanswered; %d grants made after a release were let go", n, tc.kind, released)
 			if released == 0 {
