@@ -56,8 +56,8 @@ type roundResult struct {
 // out, or the wait gave up and cut it off), before or after the grant,
 // leaves a doubt: its request may still reach the server. Then the owner's
 // lock is released once more when the lease has ended and every round is
-// back, and again for a while if the server answers that the owner does
-// not hold it (releaseAgain).
+// back, repeated for about a second (releaseAgain). (A Mutex's plain lock
+// needs none of this: its release is remembered and refuses late rounds.)
 type rounds struct {
 	c  *Client
 	q  lockReq
@@ -114,8 +114,8 @@ func (rs *rounds) late(r roundResult) {
 
 // end is called when the lease ends (released, lost, the client closed) or
 // the wait gave up: once every round is back, it releases the owner's lock
-// again (releaseAgain) if a round's outcome stayed unknown. The owner is the lease's
-// alone, so that release can free nothing else.
+// again (releaseAgain) if a round's outcome stayed unknown. The owner is
+// the lease's alone, so that release can free nothing else.
 func (rs *rounds) end() {
 	rs.mu.Lock()
 	ended := rs.ended
