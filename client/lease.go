@@ -142,6 +142,7 @@ func (c *Client) acquireLease(ctx context.Context, q lockReq, wait bool, opts []
 	l.start(c.ctx, g.ttl, drift, g.sent, func(until time.Time) error {
 		return fmt.Errorf("%w: its validity ran out (at %s) before a renewal succeeded", ErrLeaseLost, until.Format(time.RFC3339Nano))
 	})
+	g.rounds.follow(l.ctx)
 	if cfg.autoRenew {
 		c.wg.Add(1)
 		go func() {
@@ -367,6 +368,7 @@ func (c *Client) acquireReq(ctx context.Context, q lockReq, drift time.Duration,
 		return g, nil
 	}
 	c.releaseLater(q)
+	g.rounds.abandon()
 	return grant{}, fmt.Errorf("acquire %s: %w: the grant arrived after its validity ended", name, ErrLeaseLost)
 }
 
@@ -419,6 +421,40 @@ func (c *Client) releaseLater(q lockReq) {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.failoverTimeout)
 		defer cancel()
 		_, _ = c.release(ctx, q)
+	}()
+}
+
+// releaseAgainPauses are the pauses before each repeat of releaseAgain's
+// release. A release may come before a request of the owner still on its
+// way (sent on a connection since closed), and the server neither
+// remembers a release of a read lock or permit, nor one by an owner that
+// does not hold the lock; so it is sent again for about a second, also
+// after it freed something (there may be more than one such request).
+var releaseAgainPauses = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+
+// releaseAgain is releaseLater for requests of the owner that may still
+// reach the server (wait rounds whose outcome is unknown): it repeats the
+// release after each of releaseAgainPauses.
+func (c *Client) releaseAgain(q lockReq) {
+	if c.ctx.Err() != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for i := 0; ; i++ {
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.failoverTimeout)
+			_, _ = c.release(ctx, q)
+			cancel()
+			if i == len(releaseAgainPauses) {
+				return
+			}
+			select {
+			case <-time.After(releaseAgainPauses[i]):
+			case <-c.ctx.Done():
+				return
+			}
+		}
 	}()
 }
 

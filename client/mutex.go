@@ -200,6 +200,9 @@ func (m *Mutex) lock(ctx context.Context, wait bool) error {
 	default:
 		return err
 	}
+	// g.rounds is left to end on its own: a plain lock's release is
+	// remembered, so a round that reaches the server after Unlock is
+	// refused (rounds).
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.value, m.token = value, g.token

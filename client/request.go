@@ -29,6 +29,9 @@ type grant struct {
 	ttl   time.Duration
 	sent  time.Time // just before the request that got it was sent
 	slot  int       // a permit's
+	// rounds are the wait rounds that got it, if it waited: ended with
+	// the lease (rounds.follow), or at once if it makes none.
+	rounds *rounds
 }
 
 // lockReq is an acquire as it is sent: a lock (or a set of them) for owner,

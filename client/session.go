@@ -289,6 +289,7 @@ func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wa
 		// Granted, but the session ended on this side meanwhile: the
 		// lock is worth nothing to the caller; let it go.
 		c.releaseLater(q)
+		g.rounds.abandon()
 		return nil, fmt.Errorf("acquire %s: %w", q.what(), err)
 	}
 	l := newLease(c, q, g)
@@ -296,6 +297,7 @@ func (c *Client) acquireInSession(ctx context.Context, s *Session, q lockReq, wa
 	close(l.renewd)
 	l.ttl = s.ttl
 	l.ctx, l.cancel = context.WithCancelCause(s.ctx)
+	g.rounds.follow(l.ctx)
 	s.track(l)
 	return l, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,13 +39,129 @@ type roundResult struct {
 	err   error
 }
 
+// rounds is a wait's rounds in flight, which can outlive waitAcquire: a
+// round may still be on its way when another brings the grant (it was sent
+// before that reply came). While the owner holds the lock, such a round gets
+// the same grant back, renewed. But a read lock's or a permit's release is
+// not remembered by the server, so a round reaching it after the lease
+// ended would be granted anew, with a new token, to an owner no lease
+// tracks, holding the key for a TTL. So waitAcquire returns the grant once
+// the rounds in flight have come back (within a bound), and a round that
+// comes back later with another token has its grant released at once.
+//
+// Such a round is not cut off when the lease ends: its connection's close
+// could reach the server before the request itself, which would then be
+// granted with nobody to see it. Left to its answer, it says what it got.
+// Only a round whose outcome stayed unknown (its node failed, it timed
+// out, or the wait gave up and cut it off), before or after the grant,
+// leaves a doubt: its request may still reach the server. Then the owner's
+// lock is released once more when the lease has ended and every round is
+// back, repeated for about a second (releaseAgain). (A Mutex's plain lock
+// needs none of this: its release is remembered and refuses late rounds.)
+type rounds struct {
+	c  *Client
+	q  lockReq
+	wg sync.WaitGroup // rounds not yet back
+
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+	won     uint64 // the token waitAcquire returned; 0 before or without one
+	unknown bool   // a round came back with its outcome unknown
+	ended   bool
+}
+
+// add counts a round sent, cut off by cancel.
+func (rs *rounds) add(cancel context.CancelFunc) {
+	rs.wg.Add(1)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.cancels = append(rs.cancels, cancel)
+}
+
+// cutOff ends every round still out: the server drops a waiter that hangs
+// up (and hands back a grant made to it as it did).
+func (rs *rounds) cutOff() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, cancel := range rs.cancels {
+		cancel()
+	}
+}
+
+// win records the token of the grant waitAcquire returns.
+func (rs *rounds) win(token uint64) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.won = token
+}
+
+// late takes a round's result that did not bring the grant waitAcquire
+// returns: from a round that failed or was replaced while waiting, or one
+// that came back after the grant (or after the wait gave up).
+func (rs *rounds) late(r roundResult) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case r.err == nil && r.granted && r.g.token != rs.won:
+		// Granted anew, after the lease waitAcquire returned (if any)
+		// had ended on the server: nobody holds this grant. The reply
+		// came after the grant, so this release does too.
+		rs.c.releaseLater(rs.q)
+	case r.err != nil && classify(r.err).transient:
+		rs.unknown = true
+	}
+}
+
+// end is called when the lease ends (released, lost, the client closed) or
+// the wait gave up: once every round is back, it releases the owner's lock
+// again (releaseAgain) if a round's outcome stayed unknown. The owner is
+// the lease's alone, so that release can free nothing else.
+func (rs *rounds) end() {
+	rs.mu.Lock()
+	ended := rs.ended
+	rs.ended = true
+	rs.mu.Unlock()
+	c := rs.c
+	if ended || c.ctx.Err() != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		rs.wg.Wait()
+		rs.mu.Lock()
+		unknown := rs.unknown
+		rs.mu.Unlock()
+		if unknown {
+			c.releaseAgain(rs.q)
+		}
+	}()
+}
+
+// follow ends rs when ctx (a lease's) ends. rs may be nil: the grant came
+// without waiting.
+func (rs *rounds) follow(ctx context.Context) {
+	if rs != nil {
+		context.AfterFunc(ctx, rs.end)
+	}
+}
+
+// abandon ends rs for a grant that makes no lease. rs may be nil.
+func (rs *rounds) abandon() {
+	if rs != nil {
+		rs.end()
+	}
+}
+
 // waitAcquire queues for name on the server (FENCE.ACQUIRE … WAIT) and
-// returns the grant. Waits are issued in overlapping rounds: a new round
-// starts halfway through the current one, and the server puts it in the
-// older one's place in the line (one waiter per key and owner), answering
-// the older one null. So the place in the queue is kept while no single
-// wait lasts longer than half the TTL. There is no polling: a round ends
-// early only if it is granted or replaced.
+// returns the grant, with its rounds (g.rounds), which the caller ends
+// with the lease (rounds.follow) or at once if it makes none. Waits are
+// issued in overlapping rounds: a new round starts halfway through the
+// current one, and the server puts it in the older one's place in the line
+// (one waiter per key and owner), answering the older one null. So the
+// place in the queue is kept while no single wait lasts longer than half
+// the TTL. There is no polling: a round ends early only if it is granted or
+// replaced.
 //
 // Each round runs on a connection of its own, closed if the caller gives
 // up, which takes the waiter out of the server's queue at once.
@@ -58,18 +175,13 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 	done := make(chan struct{})
 	defer close(done)
 	results := make(chan roundResult)
-	// Rounds outlive this call on purpose after a grant: a round still in
-	// flight can only renew the same lease, and cutting it off could make
-	// the server revoke a grant it was delivering. They end within their
-	// wait plus the request timeout.
+	// Rounds outlive this call (see rounds): cutting one off as soon as
+	// another brings the grant could make the server revoke the grant it
+	// was delivering on it. They end within their wait plus the request
+	// timeout, or when rs ends.
 	base := context.WithoutCancel(ctx)
-	var cancels []context.CancelFunc
-	cancelAll := func() {
-		for _, cancel := range cancels {
-			cancel()
-		}
-	}
-	latest := 0
+	rs := &rounds{c: c, q: q}
+	latest, inFlight := 0, 0
 	start := func() bool {
 		wait := round
 		if dl, ok := ctx.Deadline(); ok {
@@ -79,30 +191,51 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 			return false
 		}
 		latest++
+		inFlight++
 		id := latest
 		rctx, cancel := context.WithCancel(base)
 		stop := context.AfterFunc(c.ctx, cancel)
-		cancels = append(cancels, cancel)
+		rs.add(cancel)
 		// A refusal of the credentials or TLS, which pick reports, comes
 		// back from the round itself.
 		n, _ := c.pick(ctx)
 		go func() {
+			defer rs.wg.Done()
 			defer cancel()
 			defer stop()
 			began := time.Now()
 			g, granted, err := c.waitRound(rctx, n, q, wait)
 			early := err == nil && !granted && time.Since(began) < wait-wait/10
+			r := roundResult{id: id, n: n, g: g, granted: granted, early: early, err: err}
 			select {
-			case results <- roundResult{id: id, n: n, g: g, granted: granted, early: early, err: err}:
+			case results <- r:
 			case <-done:
+				rs.late(r)
 			}
 		}()
 		return true
 	}
 	giveUp := func(err error) (grant, error) {
-		cancelAll()
+		rs.cutOff()
+		rs.end()
 		c.releaseLater(q)
 		return grant{}, err
+	}
+	// settle waits, for at most bound, for the rounds still in flight to
+	// come back, so that none reaches the server after the caller, given
+	// the grant, releases it.
+	settle := func(bound time.Duration) {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		for inFlight > 0 {
+			select {
+			case r := <-results:
+				inFlight--
+				rs.late(r)
+			case <-t.C:
+				return
+			}
+		}
 	}
 
 	start()
@@ -128,9 +261,15 @@ func (c *Client) waitAcquire(ctx context.Context, q lockReq) (grant, error) {
 			start()
 			rearm()
 		case r := <-results:
+			inFlight--
 			if r.err == nil && r.granted {
-				return r.g, nil
+				rs.win(r.g.token)
+				settle(min(c.cfg.requestTimeout, round/2))
+				g := r.g
+				g.rounds = rs
+				return g, nil
 			}
+			rs.late(r)
 			if r.id != latest {
 				continue // replaced by a newer round, or failed after it started
 			}
