@@ -197,6 +197,7 @@ func New(locker Locker, cfg Config) (*Bridge, error) {
 
 		"fence.members":   (*Bridge).members,
 		"fence.cluster":   (*Bridge).cluster,
+		"fence.forming":   (*Bridge).forming,
 		"fence.join":      (*Bridge).join,
 		"fence.remove":    (*Bridge).remove,
 		"fence.transfer":  (*Bridge).transfer,

@@ -65,6 +65,7 @@ var commandSpecs = map[string]cmdSpec{
 	"fence.unwatch":    {arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, group: "fencer", summary: "Stops watching keys: [key ...]."},
 	"fence.members":    {arity: 1, group: "fencer", summary: "Lists the cluster's members."},
 	"fence.cluster":    {arity: 1, group: "fencer", summary: "Returns the cluster's ID, leader and members (with each one's version) as a map."},
+	"fence.forming":    {arity: 1, group: "fencer", summary: "Returns what this node tells cluster formation (--bootstrap-expect): its ID, Raft address, expected servers, cluster ID and configuration."},
 	"fence.join":       {arity: 4, flags: []string{"write"}, group: "fencer", summary: "Adds a member: id raft-addr client-addr."},
 	"fence.remove":     {arity: 2, flags: []string{"write"}, group: "fencer", summary: "Removes a member: id."},
 	"fence.transfer":   {arity: -1, flags: []string{"write"}, group: "fencer", summary: "Transfers leadership: [id]."},

@@ -45,7 +45,13 @@ type Node struct {
 	fsm     *applier
 	// hadState reports that DataDir held Raft state when the node opened.
 	hadState bool
-	wake     chan struct{} // wakes the expiry loop
+	// openedIndex is the last index of the Raft log when the node opened:
+	// until it has applied that far, its table is not yet what it was
+	// (FormingReport). openedID is the cluster ID its data directory held
+	// then ("" if it had never applied one).
+	openedIndex uint64
+	openedID    string
+	wake        chan struct{} // wakes the expiry loop
 	// probe carries liveness probes to the expiry loop (Live); stuckAfter
 	// is how long an apply may run before Live fails (tests lower it).
 	probe      chan chan struct{}
@@ -103,6 +109,7 @@ func Open(cfg Config) (*Node, error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	n.openedID = recorded
 	n.fsm.id = identity{dir: cfg.DataDir, recorded: recorded,
 		onError: func(err error) { n.log.Warn("could not record the cluster ID in the data directory", "err", err) }}
 	if err := n.startRaft(); err != nil {
@@ -188,22 +195,33 @@ func (n *Node) startRaft() error {
 		n.trans = cfg.Transport
 	} else {
 		// Without RaftAdvertise the listener's own address is advertised,
-		// so port 0 works (tests).
+		// so port 0 works (tests); a name is advertised as it is, never
+		// resolved once for good (stream.go).
 		var advAddr net.Addr
-		if cfg.RaftAdvertise != "" {
+		name, isName := advertisedName(cfg.RaftAdvertise)
+		if isName {
+			advAddr = name
+		} else if cfg.RaftAdvertise != "" {
 			a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 			if err != nil {
 				return fmt.Errorf("server: raft advertise address: %w", err)
 			}
 			advAddr = a
 		}
-		if cfg.RaftTLS != nil {
+		switch {
+		case cfg.RaftTLS != nil:
 			stream, err := newTLSStream(cfg.RaftAddr, advAddr, cfg.RaftTLS)
 			if err != nil {
 				return fmt.Errorf("server: raft transport: %w", err)
 			}
 			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
-		} else {
+		case isName:
+			stream, err := newTCPStream(cfg.RaftAddr, advAddr)
+			if err != nil {
+				return fmt.Errorf("server: raft transport: %w", err)
+			}
+			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
+		default:
 			trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
 			if err != nil {
 				return fmt.Errorf("server: raft transport: %w", err)
@@ -218,6 +236,9 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("server: reading raft state: %w", err)
 	}
 	n.hadState = existing
+	if n.openedIndex, err = logs.LastIndex(); err != nil {
+		return fmt.Errorf("server: reading raft state: %w", err)
+	}
 	switch {
 	case existing:
 		if cfg.Join && cfg.CheckCluster != nil && n.fsm.id.recorded != "" {
@@ -236,7 +257,14 @@ func (n *Node) startRaft() error {
 				return err
 			}
 		}
-		n.log.Info("no state yet: waiting to be added to a cluster")
+		if cfg.BootstrapExpect > 0 {
+			// No vote before formation has checked the node (votegate.go).
+			n.trans = newVoteGate(n.trans)
+			trans = n.trans
+			n.log.Info("no state yet: forming a cluster of the expected servers, or joining one that formed", "bootstrap_expect", cfg.BootstrapExpect)
+		} else {
+			n.log.Info("no state yet: waiting to be added to a cluster")
+		}
 	default:
 		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
