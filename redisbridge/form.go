@@ -1,22 +1,10 @@
 package redisbridge
 
-import (
-	"context"
-	"crypto/tls"
-	"log/slog"
-	"strconv"
-	"sync"
-	"time"
-
-	"github.com/fencerlock/fencer/internal/resp"
-	"github.com/fencerlock/fencer/server"
-)
+import "github.com/fencerlock/fencer/server"
 
 // Formation of a cluster by servers started alike (server/form.go): each
-// asks the others, at their client addresses, what FENCE.FORMING reports.
-
-// formingTimeout bounds one FENCE.FORMING round trip.
-const formingTimeout = 2 * time.Second
+// asks the others, at their client addresses, what FENCE.FORMING reports
+// (fencerd's side is cmd/fencerd/form.go).
 
 // former is implemented by nodes that report themselves to formation.
 type former interface {
@@ -63,84 +51,4 @@ func (b *Bridge) forming(r *request) {
 		r.c.WriteBulkString(m.RaftAddr)
 		r.c.WriteBulkString(m.ClientAddr)
 	}
-}
-
-// Survey asks every address in addrs at once for its FENCE.FORMING report
-// and returns those that answered; it logs, at debug level, those that did
-// not (an address that does not resolve yet or a server not started yet is
-// formation's normal state). Authentication and TLS are as for
-// JoinClusterAs.
-func Survey(ctx context.Context, addrs []string, user, password string, tlsCfg *tls.Config, log *slog.Logger) []server.FormingReport {
-	auth := authCommand(user, password)
-	cmd := resp.Command("FENCE.FORMING")
-	out := make([]*server.FormingReport, len(addrs))
-	var wg sync.WaitGroup
-	for i, addr := range addrs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := roundTrip(ctx, addr, auth, cmd, tlsCfg, formingTimeout)
-			if err == nil && v.Kind == resp.Error {
-				log.Debug("FENCE.FORMING refused", "via", addr, "reply", v.Str)
-				return
-			}
-			if err != nil {
-				log.Debug("FENCE.FORMING failed", "via", addr, "err", err)
-				return
-			}
-			rep, ok := parseForming(v)
-			if !ok {
-				log.Debug("FENCE.FORMING: unexpected reply", "via", addr)
-				return
-			}
-			out[i] = &rep
-		}()
-	}
-	wg.Wait()
-	var reps []server.FormingReport
-	for _, r := range out {
-		if r != nil {
-			reps = append(reps, *r)
-		}
-	}
-	return reps
-}
-
-// parseForming reads a FENCE.FORMING reply (a RESP2 array of pairs, or a
-// RESP3 map); unknown keys, which a later version may add, are skipped.
-func parseForming(v resp.Value) (server.FormingReport, bool) {
-	var r server.FormingReport
-	if len(v.Elems)%2 != 0 {
-		return r, false
-	}
-	for i := 0; i < len(v.Elems); i += 2 {
-		val := v.Elems[i+1]
-		switch v.Elems[i].Str {
-		case "id":
-			r.ID = val.Str
-		case "raft_addr":
-			r.RaftAddr = val.Str
-		case "cluster_id":
-			r.ClusterID = val.Str
-		case "replayed":
-			r.Replayed = val.Kind == resp.Integer && val.Int == 1
-		case "expect":
-			n, err := strconv.Atoi(val.Str)
-			if val.Kind == resp.Integer {
-				n, err = int(val.Int), nil
-			}
-			if err != nil {
-				return r, false
-			}
-			r.Expect = n
-		case "members":
-			for _, m := range val.Elems {
-				if len(m.Elems) < 3 {
-					return r, false
-				}
-				r.Members = append(r.Members, server.FormingMember{ID: m.Elems[0].Str, RaftAddr: m.Elems[1].Str, ClientAddr: m.Elems[2].Str})
-			}
-		}
-	}
-	return r, r.ID != "" && r.RaftAddr != ""
 }

@@ -193,16 +193,12 @@ func openNode(ctx context.Context, c *config, logger *slog.Logger, cl *cleanup) 
 			return nil, err
 		}
 	}
-	user, pass := forwardCredentials(c.bridge)
-	c.node.CheckJoin = func(id string) error {
-		return redisbridge.CheckNotMember(ctx, c.join, c.node.ClientAddr, id, user, pass, c.bridge.ForwardTLS, logger)
-	}
+	j := newJoiner(c, logger)
+	c.node.CheckJoin = func(id string) error { return j.checkNotMember(ctx, id) }
 	if c.node.BootstrapExpect > 0 {
 		c.node.CheckJoin = checkFormation(ctx, c, logger)
 	}
-	c.node.CheckCluster = func(own string) error {
-		return redisbridge.CheckCluster(ctx, c.join, c.node.ClientAddr, own, user, pass, c.bridge.ForwardTLS, logger)
-	}
+	c.node.CheckCluster = func(own string) error { return j.checkCluster(ctx, own) }
 	node, err := server.Open(c.node)
 	if err != nil {
 		return nil, err
@@ -238,9 +234,9 @@ func joinCluster(ctx context.Context, c *config, node *server.Node, logger *slog
 	if !node.NeedsJoin() || c.node.BootstrapExpect > 0 {
 		return // (formCluster joins)
 	}
-	user, pass := forwardCredentials(c.bridge)
+	j := newJoiner(c, logger)
 	go func() {
-		if err := redisbridge.JoinClusterAs(ctx, c.join, node.ID(), node.RaftAddr(), c.node.ClientAddr, user, pass, c.bridge.ForwardTLS, logger); err != nil {
+		if err := j.join(ctx, node.ID(), node.RaftAddr(), c.node.ClientAddr); err != nil {
 			logger.Warn("gave up joining", "err", err)
 		}
 	}()
