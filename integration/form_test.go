@@ -368,3 +368,86 @@ func TestBootstrapExpectLostMemberDoesNotVote(t *testing.T) {
 	c.awaitMembers(t, []int{0, 1}, c.all(), clusterReadyTimeout)
 	t.Logf("n3 without its state gave no vote for 6 s and was refused once n2 answered; n1 and n2 lead cluster %s", id)
 }
+
+// formingMembers returns the members FENCE.FORMING on addr lists (the
+// node's own Raft configuration; none before it has one).
+func formingMembers(t *testing.T, addr string) []any {
+	t.Helper()
+	v, err := clusterCall(addr, requestTimeout, "FENCE.FORMING")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := v.([]any)
+	for i := 0; i+1 < len(a); i += 2 {
+		if a[i] == "members" {
+			ms, _ := a[i+1].([]any)
+			return ms
+		}
+	}
+	t.Fatalf("FENCE.FORMING on %s answered %#v, without members", addr, v)
+	return nil
+}
+
+// A member that lost its state and comes back with a --join list naming
+// only a seed that never answers has no evidence that it never ran: the
+// leader's replication reaches its Raft address, but nothing of it reaches
+// its Raft (no configuration, no log), it does not open its vote gate, and
+// a restart finds it as empty as before (not a member with a log it never
+// had checked).
+func TestBootstrapExpectLostMemberReachedByLeader(t *testing.T) {
+	ds, _ := formingDaemons(t, 3, 3, "n1", "n2", "n3")
+	for _, d := range ds {
+		d.start(t)
+	}
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	id, _ := c.formed(t, c.all(), c.all())
+	if c.leader(t) == 2 {
+		c.transfer(t, 2, 0)
+	}
+	lost := ds[2]
+	lost.terminate(t)
+	if err := os.RemoveAll(lost.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	lost.args[slices.Index(lost.args, "--join")+1] = unresolvable
+	lost.start(t)
+	for run := 1; run <= 2; run++ {
+		time.Sleep(6 * time.Second)
+		if log := lost.log(t); strings.Contains(log, "this node may vote now") {
+			t.Fatalf("run %d: n3, which lost its state, was pulled in by the leader and opened its vote gate: %s", run, log)
+		}
+		if ms := formingMembers(t, lost.addr); len(ms) != 0 {
+			t.Fatalf("run %d: the leader's replication reached n3's Raft, which lost its state and was never checked: configuration %v", run, ms)
+		}
+		if run == 1 {
+			lost.terminate(t)
+			lost.start(t)
+		}
+	}
+	c.awaitMembers(t, []int{0, 1}, c.all(), clusterReadyTimeout)
+	t.Logf("n3 without its state, reached by cluster %s's leader, took nothing from it in 12 s and a restart: %s", id, lastLine(lost.log(t)))
+}
+
+// A member records its client address with the leader on every start once
+// a leader is known, not only when it joined: a follower restarted with its
+// state at another client address is listed at the new one.
+func TestBootstrapExpectRecordsAddressOnEveryStart(t *testing.T) {
+	ds, _ := formingDaemons(t, 3, 3, "n1", "n2", "n3")
+	for _, d := range ds {
+		d.start(t)
+	}
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	c.formed(t, c.all(), c.all())
+	if c.leader(t) == 2 {
+		c.transfer(t, 2, 0)
+	}
+	moved := ds[2]
+	moved.terminate(t)
+	port := freePorts(t, 1)[0]
+	old := moved.addr
+	moved.addr, moved.port = net.JoinHostPort("127.0.0.1", port), port
+	moved.args[slices.Index(moved.args, "--listen")+1] = moved.addr
+	moved.start(t)
+	c.awaitMembers(t, c.all(), c.all(), clusterReadyTimeout)
+	t.Logf("n3 restarted at %s (was %s): every node lists it there", moved.addr, old)
+}

@@ -208,6 +208,7 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		{"ErrTransferRefused", fmt.Errorf("%w: %q is not a voter", server.ErrTransferRefused, "n9"), wire.Err},
 		{"ErrDataDirInUse", server.ErrDataDirInUse, wire.Err},
 		{"ErrLostMember", server.ErrLostMember, wire.Err},
+		{"ErrTwoClusters", server.ErrTwoClusters, wire.Err},
 		{"ErrShutdown", server.ErrShutdown, wire.Shutdown},
 		{"ErrNotReady", fmt.Errorf("%w: no leader known", server.ErrNotReady), wire.Err},
 		{"ErrRestoreNotNew", server.ErrRestoreNotNew, wire.Err},

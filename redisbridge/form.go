@@ -14,9 +14,12 @@ type former interface {
 // forming: FENCE.FORMING → a map of this node's own state, answered by the
 // node itself, with or without a leader: id, raft_addr, expect (its
 // --bootstrap-expect, 0 if none), cluster_id ("" before it applied one),
-// replayed (1 once it applied the log it restarted with, else 0) and
-// members, its Raft configuration (empty before it has one), one
-// [id, raft-addr, client-addr] per server (client-addr "" until recorded).
+// replayed (1 once its table caught up with what it knows committed, else
+// 0), has_state (1 if it has any Raft state, applied or not), last_index
+// (its log's), leader (1 if it is the cluster's ready leader and confirmed
+// it with a quorum just now) and members, its Raft configuration (empty
+// before it has one), one [id, raft-addr, client-addr, removed] per server
+// (client-addr "" until recorded; removed 1 for a tombstone).
 func (b *Bridge) forming(r *request) {
 	if len(r.args) != 1 {
 		wrongArity(r)
@@ -28,7 +31,7 @@ func (b *Bridge) forming(r *request) {
 		return
 	}
 	rep := f.FormingReport()
-	r.mapHeader(6)
+	r.mapHeader(9)
 	r.c.WriteBulkString("id")
 	r.c.WriteBulkString(rep.ID)
 	r.c.WriteBulkString("raft_addr")
@@ -38,17 +41,28 @@ func (b *Bridge) forming(r *request) {
 	r.c.WriteBulkString("cluster_id")
 	r.c.WriteBulkString(rep.ClusterID)
 	r.c.WriteBulkString("replayed")
-	if rep.Replayed {
-		r.c.WriteInt(1)
-	} else {
-		r.c.WriteInt(0)
-	}
+	r.c.WriteInt(flag(rep.Replayed))
+	r.c.WriteBulkString("has_state")
+	r.c.WriteInt(flag(rep.HasState))
+	r.c.WriteBulkString("last_index")
+	r.c.WriteUint64(rep.LastIndex)
+	r.c.WriteBulkString("leader")
+	r.c.WriteInt(flag(rep.Leader))
 	r.c.WriteBulkString("members")
 	r.c.WriteArray(len(rep.Members))
 	for _, m := range rep.Members {
-		r.c.WriteArray(3)
+		r.c.WriteArray(4)
 		r.c.WriteBulkString(m.ID)
 		r.c.WriteBulkString(m.RaftAddr)
 		r.c.WriteBulkString(m.ClientAddr)
+		r.c.WriteInt(flag(m.Removed))
 	}
+}
+
+// flag is a boolean as RESP integer replies give it.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -12,28 +16,33 @@ import (
 // "Clusters that form themselves", has the argument). Every server is
 // started the same way, with the number of servers N and the client
 // addresses of all of them. A server without Raft state starts Raft with
-// no configuration: it votes for and follows a leader whose configuration
-// names it, and is otherwise idle. fencerd asks every address, again and
-// again, for its FormingReport (FENCE.FORMING) and calls DecideFormation:
+// no configuration, behind a gate (votegate.go) that refuses every Raft RPC
+// until formation has evidence that the server never ran as a member: Raft
+// would otherwise grant its empty log's vote to any candidate and take any
+// leader's entries. fencerd asks every address, again and again, for its
+// FormingReport (FENCE.FORMING) and calls DecideFormation:
 //
-//   - once the node's own Raft has a configuration, formation is over;
-//   - if any server belongs to a cluster that has an ID (a leader of it was
-//     ready once), the node is either named in it with a recorded client
-//     address (a member whose state was lost: refused, ErrLostMember),
-//     named without one (a member of the first configuration that never
-//     ran: it waits to be pulled in), or not named (it joins as a new
-//     member, through the leader);
-//   - if any server has a configuration but no cluster ID yet (bootstrapped,
-//     no leader ready yet), the node waits: if it is named, the election
-//     pulls it in; if not, it joins once the cluster has an ID;
-//   - otherwise every server answering is unconfigured; when exactly N
+//   - a server of a cluster that names this node with a recorded client
+//     address, or a tombstone (fsm.RemovedMember), shows it ran as a member:
+//     refused (ErrLostMember); servers of two clusters: refused;
+//   - if a server belongs to a cluster that has an ID (a leader of it was
+//     ready once), only that cluster's current leader is believed: if it
+//     names the node without an address, the node is a member of the first
+//     configuration that never ran (it opens its gate and waits to be pulled
+//     in); if it does not name the node, the node joins as a new member;
+//     without the leader's word it waits;
+//   - if a server has Raft state but its cluster no ID yet, the node never
+//     bootstraps; it opens its gate only if that configuration names it and
+//     every other server of it answers with at most the bootstrap entry in
+//     its log (then no leader ever wrote anything the node could have
+//     acknowledged);
+//   - otherwise every server answering is without state; when exactly N
 //     distinct ones (by node ID, the node included) answer with the same N,
-//     the node bootstraps Raft with all N as voters, sorted by ID. Every
-//     node that bootstraps does so with the same configuration, so Raft's
-//     election makes one leader of one cluster.
+//     the node bootstraps Raft with all N as voters, sorted by ID.
 //
-// A node never bootstraps with fewer than N servers, nor once any server
-// it reaches has a configuration.
+// So a node votes only when it bootstraps, joins as a new member, or a
+// cluster's leader or all other servers vouch that it never ran; in every
+// other case it waits, and an operator resolves what the log says.
 
 // FormingReport is what a server says of itself to formation.
 type FormingReport struct {
@@ -45,19 +54,29 @@ type FormingReport struct {
 	ClusterID string
 	// Members is its latest Raft configuration, empty before it has one.
 	Members []FormingMember
-	// Replayed reports that the server has applied the log it restarted
-	// with, or had never applied a cluster ID before it restarted: until
-	// then its cluster ID and recorded addresses may be missing, and
-	// formation does not count its report. (A server that bootstrapped and
-	// restarted before any election has nothing applied to wait for: it
-	// counts at once, or formation would wait for it forever.)
+	// HasState reports that it has Raft state (a term, a log, a snapshot),
+	// whether or not it has applied it yet; LastIndex is its log's last
+	// index (1 after a bootstrap, before any leader wrote).
+	HasState  bool
+	LastIndex uint64
+	// Leader reports that it is its cluster's ready leader (it applied
+	// everything committed before its term) and confirmed that with a
+	// quorum while it answered: its table is the cluster's.
+	Leader bool
+	// Replayed reports that its table has caught up: it applied the log it
+	// restarted with, or, with a leader known, everything this node knows
+	// to be committed (an uncommitted tail is never applied).
 	Replayed bool
+	// Via is the address it answered on (set by the asking side).
+	Via string
 }
 
 // FormingMember is a server of a configuration and the client address the
-// cluster recorded for it ("" until the member recorded it).
+// cluster recorded for it ("" until the member recorded it). Removed
+// reports a tombstone: the member was removed, perhaps not completely.
 type FormingMember struct {
 	ID, RaftAddr, ClientAddr string
+	Removed                  bool
 }
 
 // FormStep is what formation does next.
@@ -71,33 +90,53 @@ const (
 	FormBootstrap
 	// FormJoin: join the cluster that formed as a new member.
 	FormJoin
-	// FormDone: the node has a configuration.
-	FormDone
 )
 
 // FormDecision is DecideFormation's answer.
 type FormDecision struct {
 	Step FormStep
-	// Vote reports that the node never ran as a member of the clusters it
-	// reached, so it may vote (Node.AllowVotes): it bootstraps, joins, is
-	// named in a configuration without a recorded address, or has one.
+	// Vote reports evidence that the node never ran as a member of the
+	// clusters it reached, so it may open its gate (Node.AllowVotes): it
+	// bootstraps, joins as a new member, or is vouched for.
 	Vote bool
 	// Servers is the configuration to bootstrap with (FormBootstrap).
 	Servers []FormingReport
 	// Why says what the decision rests on, for the log.
 	Why string
-	// Err, if set, stops the node (ErrLostMember).
+	// Err, if set, stops the node (ErrLostMember, ErrTwoClusters).
 	Err error
 }
 
-// DecideFormation decides formation's next step for self, a node expecting
-// self.Expect servers, from the reports of the servers it reached (self may
-// be among them; a node is known by its ID). It is a pure function.
+// bootstrapIndex is the last index of a log that holds only the
+// configuration BootstrapCluster wrote.
+const bootstrapIndex = 1
+
+// configured reports that r has Raft state, applied or not.
+func (r FormingReport) configured() bool {
+	return r.HasState || r.LastIndex > 0 || len(r.Members) > 0 || r.ClusterID != ""
+}
+
+// named returns the member id of r's configuration, if it has one.
+func (r FormingReport) named(id string) (FormingMember, bool) {
+	for _, m := range r.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return FormingMember{}, false
+}
+
+// DecideFormation decides formation's next step for self, a node without
+// Raft state expecting self.Expect servers, from the reports of the servers
+// it reached (self may be among them; a node is known by its ID). It is a
+// pure function.
 func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 	peers := map[string]FormingReport{}
 	for _, r := range reports {
-		if r.ID != "" && r.ID != self.ID && r.Replayed {
-			peers[r.ID] = r
+		if r.ID != "" && r.ID != self.ID {
+			if old, dup := peers[r.ID]; !dup || r.Leader && !old.Leader {
+				peers[r.ID] = r
+			}
 		}
 	}
 	ids := make([]string, 0, len(peers))
@@ -105,46 +144,41 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	// A recorded address was recorded by an earlier run of this node (a
-	// node started without state records its own only when formation
-	// ends): it ran as a member and lost its state, whether or not a
-	// leader has reached it since.
+	clusters := map[string][]string{} // cluster ID → where it answered
+	for _, id := range ids {
+		if r := peers[id]; r.ClusterID != "" {
+			clusters[r.ClusterID] = append(clusters[r.ClusterID], where(r))
+		}
+	}
+	if len(clusters) > 1 {
+		var two []string
+		for c, at := range clusters {
+			two = append(two, fmt.Sprintf("cluster %s (%s)", c, strings.Join(at, ", ")))
+		}
+		sort.Strings(two)
+		return FormDecision{Err: fmt.Errorf("%w: the --join addresses answer for %s; a node joins one cluster: give it the addresses of that one only", ErrTwoClusters, strings.Join(two, " and "))}
+	}
+	// A recorded address or a tombstone, seen by any server (even one
+	// that lags), is evidence that this node ran as a member.
 	for _, id := range ids {
 		r := peers[id]
-		if r.ClusterID == "" {
-			continue
-		}
-		for _, m := range r.Members {
-			if m.ID == self.ID && m.ClientAddr != "" {
-				return FormDecision{Step: FormWait, Err: fmt.Errorf("%w: %q is a member of cluster %s (as %s says), with a recorded client address, and this data directory has no Raft state (its state was lost?): remove it first (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, id, self.ID)}
-			}
+		m, ok := r.named(self.ID)
+		switch {
+		case ok && m.Removed:
+			return FormDecision{Err: fmt.Errorf("%w: %q was removed from cluster %s (as %s says), but it is still in its configuration, and this data directory has no Raft state: finish the removal (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, where(r), self.ID)}
+		case ok && m.ClientAddr != "":
+			return FormDecision{Err: fmt.Errorf("%w: %q is a member of cluster %s (as %s says), with a recorded client address, and this data directory has no Raft state (its state was lost?): remove it first (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, where(r), self.ID)}
 		}
 	}
-	if len(self.Members) > 0 {
-		return FormDecision{Step: FormDone, Vote: true, Why: "this node has a Raft configuration"}
-	}
-	configured := ""
 	for _, id := range ids {
-		r := peers[id]
-		if r.ClusterID == "" {
-			if len(r.Members) > 0 && configured == "" {
-				configured = id
-			}
-			continue
+		if r := peers[id]; r.ClusterID != "" {
+			return decideFormed(self, peers, ids, r.ClusterID)
 		}
-		for _, m := range r.Members {
-			if m.ID == self.ID {
-				return FormDecision{Step: FormWait, Vote: true, Why: fmt.Sprintf("named in the configuration of cluster %s (as %s says): waiting for its leader", r.ClusterID, id)}
-			}
-		}
-		return FormDecision{Step: FormJoin, Vote: true, Why: fmt.Sprintf("%s belongs to cluster %s, which does not name this node", id, r.ClusterID)}
 	}
-	if configured != "" {
-		named := false
-		for _, m := range peers[configured].Members {
-			named = named || m.ID == self.ID
+	for _, id := range ids {
+		if peers[id].configured() {
+			return decideFirst(self, peers, ids)
 		}
-		return FormDecision{Step: FormWait, Vote: named, Why: configured + " has a configuration and its cluster no ID yet: waiting for its election"}
 	}
 	servers := []FormingReport{self}
 	for _, id := range ids {
@@ -161,21 +195,112 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 		return FormDecision{Step: FormWait, Why: fmt.Sprintf("%d servers without state reached, more than the %d expected: not forming (see docs/operations.md)", len(servers), self.Expect)}
 	}
 	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-	return FormDecision{Step: FormBootstrap, Vote: true, Servers: servers, Why: fmt.Sprintf("all %d servers reached", self.Expect)}
+	return FormDecision{Step: FormBootstrap, Vote: true, Servers: servers, Why: fmt.Sprintf("all %d servers reached, none with state", self.Expect)}
 }
 
-// FormingReport returns this node's report, from its own state only (no
-// round trip: it answers before any leader exists).
+// decideFormed is DecideFormation once a server of cluster has an ID:
+// only the cluster's leader is believed.
+func decideFormed(self FormingReport, peers map[string]FormingReport, ids []string, cluster string) FormDecision {
+	for _, id := range ids {
+		r := peers[id]
+		if !r.Leader || !r.Replayed || r.ClusterID != cluster {
+			continue
+		}
+		m, ok := r.named(self.ID)
+		switch {
+		case !ok:
+			return FormDecision{Step: FormJoin, Vote: true, Why: fmt.Sprintf("cluster %s's leader %s does not name this node: joining as a new member", cluster, where(r))}
+		case m.RaftAddr != self.RaftAddr:
+			return FormDecision{Step: FormWait, Why: staleAddr(self, m, cluster, where(r))}
+		}
+		return FormDecision{Step: FormWait, Vote: true, Why: fmt.Sprintf("cluster %s's leader %s names this node without a recorded client address: a member of the first configuration that never ran; waiting to be pulled in", cluster, where(r))}
+	}
+	for _, id := range ids {
+		if m, ok := peers[id].named(self.ID); ok && m.RaftAddr != self.RaftAddr {
+			return FormDecision{Step: FormWait, Why: staleAddr(self, m, cluster, where(peers[id]))}
+		}
+	}
+	return FormDecision{Step: FormWait, Why: fmt.Sprintf("cluster %s answers, but not its leader: waiting to ask the leader whether this node ran as a member (a --join list without the leader's address, or a cluster without a leader, keeps this node waiting)", cluster)}
+}
+
+// decideFirst is DecideFormation when a server has Raft state and no
+// cluster ID: the node opens its gate only if a configuration names it
+// and every other server of it answers with no more than the bootstrap
+// entry, so that no leader ever wrote an entry it could have acknowledged.
+func decideFirst(self FormingReport, peers map[string]FormingReport, ids []string) FormDecision {
+	for _, id := range ids {
+		r := peers[id]
+		m, ok := r.named(self.ID)
+		if !ok {
+			continue
+		}
+		if m.RaftAddr != self.RaftAddr {
+			return FormDecision{Step: FormWait, Why: staleAddr(self, m, "(no ID yet)", where(r))}
+		}
+		for _, s := range r.Members {
+			if s.ID == self.ID {
+				continue
+			}
+			p, ok := peers[s.ID]
+			switch {
+			case !ok:
+				return FormDecision{Step: FormWait, Why: fmt.Sprintf("named in %s's configuration, whose cluster has no ID yet; %s does not answer: waiting for the cluster's leader, or for every server of it", where(r), s.ID)}
+			case p.configured() && p.LastIndex > bootstrapIndex:
+				return FormDecision{Step: FormWait, Why: fmt.Sprintf("named in %s's configuration, whose cluster has no ID yet; %s has entries past the bootstrap: waiting for the cluster's leader", where(r), where(p))}
+			}
+		}
+		return FormDecision{Step: FormWait, Vote: true, Why: fmt.Sprintf("named in %s's configuration, and none of its other servers has more than the bootstrap entry: this node never ran; waiting for the election", where(r))}
+	}
+	return FormDecision{Step: FormWait, Why: "a server has a configuration without this node and no cluster ID yet: waiting to join once it has one"}
+}
+
+// staleAddr says that the node is named at another Raft address than its
+// own: no leader reaches it there.
+func staleAddr(self FormingReport, m FormingMember, cluster, at string) string {
+	return fmt.Sprintf("cluster %s (as %s says) names this node at Raft address %s, but it is at %s now: no leader reaches it there, and it waits. "+
+		"Give it its old address again (--raft-advertise), or remove it (FENCE.REMOVE %s through any member) and restart it: it joins as a new member; see docs/operations.md",
+		cluster, at, m.RaftAddr, self.RaftAddr, self.ID)
+}
+
+// where names a report's server for the log: its ID and the address it
+// answered on.
+func where(r FormingReport) string {
+	if r.Via == "" {
+		return r.ID
+	}
+	return r.ID + " at " + r.Via
+}
+
+// FormingReport returns this node's report, from its own state and, on a
+// leader, one quorum round trip (no leader is needed: it answers while the
+// cluster forms).
 func (n *Node) FormingReport() FormingReport {
 	r := FormingReport{ID: n.id, RaftAddr: n.RaftAddr(), Expect: n.cfg.BootstrapExpect, ClusterID: n.table.ClusterID(),
-		Replayed: n.openedID == "" || n.raft.AppliedIndex() >= n.openedIndex}
+		LastIndex: n.raft.LastIndex()}
+	r.HasState = n.hadState || r.LastIndex > 0
+	applied := n.raft.AppliedIndex()
+	switch {
+	case n.raft.State() == raft.Leader:
+		ready, _, _ := n.grants.state()
+		if ready {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			r.Leader = n.verifyLeader(ctx) == nil
+			cancel()
+		}
+		r.Replayed = r.Leader
+	default:
+		commit, _ := strconv.ParseUint(n.raft.Stats()["commit_index"], 10, 64)
+		_, lid := n.raft.LeaderWithID()
+		r.Replayed = applied >= n.openedIndex || lid != "" && applied >= commit
+	}
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return r
 	}
 	addrs := n.table.Members()
 	for _, s := range f.Configuration().Servers {
-		r.Members = append(r.Members, FormingMember{ID: string(s.ID), RaftAddr: string(s.Address), ClientAddr: addrs[string(s.ID)]})
+		id := string(s.ID)
+		r.Members = append(r.Members, FormingMember{ID: id, RaftAddr: string(s.Address), ClientAddr: addrs[id], Removed: n.table.Removed(id)})
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,7 @@ func TestDecideFormation(t *testing.T) {
 	m := func(id, client string) FormingMember {
 		return FormingMember{ID: id, RaftAddr: id + ":1", ClientAddr: client}
 	}
+	leader := func(r FormingReport) FormingReport { r.Leader = true; return r }
 	self := fresh("b")
 	tests := []struct {
 		name    string
@@ -37,11 +39,11 @@ func TestDecideFormation(t *testing.T) {
 		{name: "a different expectation", self: self, reports: []FormingReport{fresh("a"), {ID: "c", RaftAddr: "c:1", Expect: 5}}, want: FormWait},
 		{name: "a peer bootstrapped, no ID yet", self: self, reports: []FormingReport{bootstrapped("a", "", m("a", ""), m("b", ""), m("c", "")), fresh("c")}, want: FormWait},
 		{name: "a peer bootstrapped without this node", self: self, reports: []FormingReport{bootstrapped("a", "", m("a", ""), m("c", ""), m("d", "")), fresh("c")}, want: FormWait},
-		{name: "named, never ran", self: self, reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("b", ""), m("c", "c:0"))}, want: FormWait},
+		{name: "named, never ran", self: self, reports: []FormingReport{leader(bootstrapped("a", "X", m("a", "a:0"), m("b", ""), m("c", "c:0")))}, want: FormWait},
 		{name: "named with an address: its state was lost", self: self, reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("b", "b:0"), m("c", "c:0"))}, want: FormWait, lost: true},
-		{name: "a cluster formed without it", self: self, reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("c", "c:0"), m("d", "d:0")), fresh("c")}, want: FormJoin},
+		{name: "a cluster formed without it", self: self, reports: []FormingReport{leader(bootstrapped("a", "X", m("a", "a:0"), m("c", "c:0"), m("d", "d:0"))), fresh("c")}, want: FormJoin},
+		{name: "a cluster formed without it, its leader not reached", self: self, reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("c", "c:0"), m("d", "d:0")), fresh("c")}, want: FormWait},
 		{name: "a peer still replaying its log is not counted", self: self, reports: []FormingReport{{ID: "a", RaftAddr: "a:1", Expect: 3, ClusterID: "", Members: []FormingMember{m("a", ""), m("b", ""), m("c", "")}}}, want: FormWait},
-		{name: "configured", self: bootstrapped("b", "", m("b", "")), reports: []FormingReport{fresh("a"), fresh("c")}, want: FormDone},
 		{name: "configured by a leader, but its address was recorded before", self: bootstrapped("b", "", m("b", "")), reports: []FormingReport{bootstrapped("a", "X", m("a", "a:0"), m("b", "b:0"))}, want: FormWait, lost: true},
 	}
 	for _, tt := range tests {
@@ -60,6 +62,79 @@ func TestDecideFormation(t *testing.T) {
 			for i := range ids {
 				if ids[i] != tt.servers[i] {
 					t.Fatalf("servers %v, want %v", ids, tt.servers)
+				}
+			}
+		})
+	}
+}
+
+// Formation lets a node vote only on evidence that it never ran as a
+// member (it bootstraps, joins as a new member, or the cluster's leader
+// names it without a recorded address); every other case waits without a
+// vote or refuses. The review of the first version found each of these.
+func TestDecideFormationNeedsEvidence(t *testing.T) {
+	m := func(id, raft, client string) FormingMember { return FormingMember{ID: id, RaftAddr: raft, ClientAddr: client} }
+	self := FormingReport{ID: "b", RaftAddr: "b:1", Expect: 3, Replayed: true}
+	fresh := func(id string) FormingReport { return FormingReport{ID: id, RaftAddr: id + ":1", Expect: 3, Replayed: true} }
+	replicated := self
+	replicated.Members = []FormingMember{m("a", "a:1", "a:0"), m("b", "b:1", ""), m("c", "c:1", "c:0")}
+	follower := FormingReport{ID: "a", RaftAddr: "a:1", Expect: 3, Replayed: true, ClusterID: "X", Members: replicated.Members}
+	lead := func(r FormingReport) FormingReport { r.Leader = true; return r }
+	first := func(id string, last uint64) FormingReport {
+		return FormingReport{ID: id, RaftAddr: id + ":1", Expect: 3, Replayed: true, HasState: true, LastIndex: last,
+			Members: []FormingMember{m("a", "a:1", ""), m("b", "b:1", ""), m("c", "c:1", "")}}
+	}
+	tests := []struct {
+		name    string
+		self    FormingReport
+		reports []FormingReport
+		want    FormStep
+		vote    bool
+		err     []string // substrings of the error, if one
+		why     []string // substrings of Why
+	}{
+		// F1: a leader's replication reached a node that lost its state;
+		// nobody answers it: no evidence, no vote.
+		{name: "a configuration replicated to it, nobody reached", self: replicated, want: FormWait},
+		// F1: a follower's view is not evidence (it may lag the record).
+		{name: "named without an address by a follower only", self: self, reports: []FormingReport{follower}, want: FormWait},
+		// F3: a peer that has Raft state counts as configured before it
+		// has replayed: never bootstrap beside it.
+		{name: "a configured peer still replaying, two fresh", self: self, reports: []FormingReport{fresh("c"), fresh("d"),
+			{ID: "a", RaftAddr: "a:1", Expect: 3, Members: []FormingMember{m("a", "a:1", ""), m("x", "x:1", ""), m("y", "y:1", "")}}}, want: FormWait},
+		// F5: named at a Raft address it no longer has.
+		{name: "named at another Raft address", self: self, reports: []FormingReport{{ID: "a", RaftAddr: "a:1", Expect: 3, Replayed: true, ClusterID: "X",
+			Members: []FormingMember{m("a", "a:1", "a:0"), m("b", "10.0.0.9:1", ""), m("c", "c:1", "c:0")}}}, want: FormWait, why: []string{"10.0.0.9:1", "b:1", "FENCE.REMOVE b"}},
+		// F6: two clusters answer: refuse, naming both.
+		{name: "two cluster IDs", self: self, reports: []FormingReport{
+			{ID: "a", RaftAddr: "a:1", Expect: 3, Replayed: true, ClusterID: "X", Members: []FormingMember{m("a", "a:1", "a:0")}},
+			{ID: "c", RaftAddr: "c:1", Expect: 3, Replayed: true, ClusterID: "Y", Members: []FormingMember{m("c", "c:1", "c:0")}, Via: "10.0.0.3:7379"}}, want: FormWait, err: []string{"cluster X (a)", "cluster Y (c at 10.0.0.3:7379)"}},
+		// The evidence that lets it vote.
+		{name: "the leader names it without an address", self: self, reports: []FormingReport{lead(follower)}, want: FormWait, vote: true},
+		{name: "the leader does not name it: a new member", self: self, reports: []FormingReport{lead(FormingReport{ID: "a", RaftAddr: "a:1", ClusterID: "X", Replayed: true, Members: []FormingMember{m("a", "a:1", "a:0")}})}, want: FormJoin, vote: true},
+		{name: "the leader names it at another Raft address", self: self, reports: []FormingReport{lead(FormingReport{ID: "a", RaftAddr: "a:1", ClusterID: "X", Replayed: true,
+			Members: []FormingMember{m("a", "a:1", "a:0"), m("b", "10.0.0.9:1", "")}})}, want: FormWait, why: []string{"10.0.0.9:1"}},
+		{name: "a tombstone: its removal was cut short", self: self, reports: []FormingReport{{ID: "a", RaftAddr: "a:1", ClusterID: "X", Replayed: true,
+			Members: []FormingMember{m("a", "a:1", "a:0"), {ID: "b", RaftAddr: "b:1", Removed: true}}}}, want: FormWait, err: []string{"was removed", "FENCE.REMOVE b"}},
+		{name: "first configuration, the others at the bootstrap entry or without state", self: self, reports: []FormingReport{first("a", 1), fresh("c")}, want: FormWait, vote: true},
+		{name: "first configuration, another has entries past the bootstrap", self: self, reports: []FormingReport{first("a", 1), first("c", 4)}, want: FormWait},
+		{name: "first configuration, another not reached", self: self, reports: []FormingReport{first("a", 1)}, want: FormWait},
+		{name: "first configuration without it", self: FormingReport{ID: "d", RaftAddr: "d:1", Expect: 3}, reports: []FormingReport{first("a", 1), fresh("c")}, want: FormWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := DecideFormation(tt.self, tt.reports)
+			if d.Step != tt.want || d.Vote != tt.vote || (d.Err != nil) != (tt.err != nil) {
+				t.Fatalf("step %d, vote %v, err %v (%s); want step %d, vote %v, err %v", d.Step, d.Vote, d.Err, d.Why, tt.want, tt.vote, tt.err)
+			}
+			for _, s := range tt.err {
+				if !strings.Contains(d.Err.Error(), s) {
+					t.Errorf("error %q does not say %q", d.Err, s)
+				}
+			}
+			for _, s := range tt.why {
+				if !strings.Contains(d.Why, s) {
+					t.Errorf("why %q does not say %q", d.Why, s)
 				}
 			}
 		})

@@ -46,7 +46,7 @@ func (n *Node) watchLeadership() {
 				n.log.Info("leader ready", "term", term, "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}
 			n.kick()
-			if n.table.Members()[n.id] != n.cfg.ClientAddr {
+			if n.table.Members()[n.id] != n.cfg.ClientAddr && !n.table.Removed(n.id) {
 				n.proposeAsync(fsm.Command{Op: fsm.OpMember, Key: n.id, Owner: n.cfg.ClientAddr})
 			}
 		}

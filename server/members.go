@@ -76,6 +76,11 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 	}
 	present := false
 	for _, s := range conf.Servers {
+		if s.ID == raft.ServerID(id) && n.table.Removed(id) {
+			// Its removal was cut short: recording an address would make
+			// it look like a member again (DecideFormation).
+			return fmt.Errorf("%w: %q was removed, but its removal did not finish: remove it again (FENCE.REMOVE %s)", ErrLostMember, id, id)
+		}
 		if s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(raftAddr) && s.Suffrage == raft.Voter {
 			present = true
 		}
@@ -144,14 +149,16 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if !found {
 		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 	}
-	// Forget the address first: once the leader removes itself it can
-	// propose nothing more.
-	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id}); err != nil {
+	// Replace its address by a tombstone first: once the leader removes
+	// itself it can propose nothing more, and a removal cut short between
+	// the two leaves a member known to have run, not one that looks as if
+	// it never ran (DecideFormation).
+	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: fsm.RemovedMember}); err != nil {
 		return err
 	}
 	if err := n.await(ctx, func() raft.Future { return n.raft.RemoveServer(raft.ServerID(id), 0, 0) }, uncertain); err != nil {
 		if !errors.Is(err, ErrUnknownOutcome) {
-			// Its address is forgotten already: never run again elsewhere.
+			// Its address is tombstoned already: never run again elsewhere.
 			return fmt.Errorf("%w: %q's address was forgotten, but its removal failed: %v", ErrUnknownOutcome, id, err)
 		}
 		return err
@@ -236,4 +243,26 @@ func (n *Node) StateHash() (appliedIndex uint64, hash string) {
 	// The table's own last index, not raft.AppliedIndex(): raft counts an
 	// entry applied before the FSM goroutine has applied it.
 	return n.table.LastIndex(), hex.EncodeToString(sum[:])
+}
+
+// NeedsAddressRecord reports that this node is in its Raft configuration,
+// knows a leader other than itself, and the address the cluster recorded
+// for it is not its client address (and it is not being removed): fencerd
+// then records it through the leader (FENCE.JOIN), on every start. A leader
+// records its own (watchLeadership).
+func (n *Node) NeedsAddressRecord() bool {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" || string(lid) == n.id || n.table.Removed(n.id) || n.table.Members()[n.id] == n.cfg.ClientAddr {
+		return false
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.id {
+			return true
+		}
+	}
+	return false
 }

@@ -32,59 +32,48 @@ func checkFormation(ctx context.Context, c *config, logger *slog.Logger) func(id
 }
 
 // formCluster runs formation in the background for a node without Raft
-// state started with --bootstrap-expect: it bootstraps the expected servers
-// once it reached all of them, waits to be pulled into a cluster that names
-// it, or joins one that formed without it; then it records its client
-// address with the leader (FENCE.JOIN, a no-op for a voter otherwise). An
-// error that must stop fencerd (server.ErrLostMember) is sent on the
-// channel.
+// state started with --bootstrap-expect, while its gate (server/votegate.go)
+// keeps Raft from voting or taking anything: it bootstraps the expected
+// servers once it reached all of them without state, joins a cluster that
+// formed without it, or opens the gate once it is vouched for as a member
+// of the first configuration that never ran; otherwise it waits, saying
+// why. recordAddress records the client address afterwards. An error that
+// must stop fencerd (server.ErrLostMember, server.ErrTwoClusters) is sent on
+// the channel.
 func formCluster(ctx context.Context, c *config, node *server.Node, logger *slog.Logger) <-chan error {
 	fatal := make(chan error, 1)
 	if !node.NeedsJoin() || c.node.BootstrapExpect == 0 {
 		return fatal
 	}
 	j := newJoiner(c, logger)
-	join := func() {
-		if err := j.join(ctx, node.ID(), node.RaftAddr(), c.node.ClientAddr); err != nil {
-			logger.Warn("gave up recording this node with the cluster", "err", err)
-		}
-	}
 	go func() {
 		last := ""
-		for {
+		for !node.Voting() {
 			d := server.DecideFormation(node.FormingReport(), j.survey(ctx))
 			if d.Err != nil {
 				fatal <- d.Err
 				return
 			}
-			if d.Vote {
-				node.AllowVotes()
-			}
 			if d.Why != last {
-				logger.Info("forming", "step", d.Why)
+				logger.Info("forming", "step", d.Why, "voting", d.Vote)
 				last = d.Why
 			}
-			switch d.Step {
-			case server.FormDone:
-				// A node bootstrapped or pulled in waits for the
-				// election before it asks the leader to record it.
-				for id, _ := node.Leader(); id == ""; id, _ = node.Leader() {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(formRetry):
-					}
-				}
-				join()
-				return
-			case server.FormJoin:
-				join()
-				return
-			case server.FormBootstrap:
+			switch {
+			case d.Step == server.FormBootstrap:
+				node.AllowVotes()
 				if err := node.BootstrapWith(d.Servers); err != nil {
 					logger.Warn("bootstrap failed", "err", err)
 				}
-				continue
+			case d.Step == server.FormJoin:
+				// Open first: a leader whose configuration needs this
+				// node's acknowledgement to commit the join (a cluster of
+				// one) must reach it.
+				node.AllowVotes()
+				if err := j.join(ctx, node.ID(), node.RaftAddr(), c.node.ClientAddr); err != nil {
+					logger.Warn("gave up joining", "err", err)
+				}
+			case d.Vote:
+				node.AllowVotes()
 			}
 			select {
 			case <-ctx.Done():
@@ -94,6 +83,44 @@ func formCluster(ctx context.Context, c *config, node *server.Node, logger *slog
 		}
 	}()
 	return fatal
+}
+
+// recordRetry is the pause between recordAddress's checks.
+const recordRetry = time.Second
+
+// recordAddress records this node's client address with the cluster's
+// leader (FENCE.JOIN, a no-op for the configuration) once a leader other
+// than itself is known and the recorded address is not its own, on every
+// start: a member's recorded address is what tells formation that it ran
+// (server/form.go), and the one clients are redirected to. A leader records
+// its own. It asks the leader's recorded address, then the --join ones.
+func recordAddress(ctx context.Context, c *config, node *server.Node, logger *slog.Logger) {
+	j := newJoiner(c, logger)
+	addrs := j.addrs
+	go func() {
+		for {
+			if node.NeedsAddressRecord() {
+				_, leader := node.Leader()
+				j.addrs = addrs
+				if leader != "" {
+					j.addrs = append([]string{leader}, addrs...)
+				}
+				if len(j.addrs) > 0 {
+					jctx, cancel := context.WithTimeout(ctx, 2*joinTimeout)
+					err := j.join(jctx, node.ID(), node.RaftAddr(), c.node.ClientAddr)
+					cancel()
+					if err == nil {
+						logger.Info("recorded this node's client address with the cluster", "client", c.node.ClientAddr)
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(recordRetry):
+			}
+		}
+	}()
 }
 
 // survey asks every --join address at once for its FENCE.FORMING report
@@ -122,6 +149,7 @@ func (j *joiner) survey(ctx context.Context) []server.FormingReport {
 				j.log.Debug("FENCE.FORMING: unexpected reply", "via", addr)
 				return
 			}
+			rep.Via = addr
 			out[i] = &rep
 		}()
 	}
@@ -153,6 +181,15 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 			r.ClusterID = val.Str
 		case "replayed":
 			r.Replayed = val.Kind == resp.Integer && val.Int == 1
+		case "has_state":
+			r.HasState = val.Kind == resp.Integer && val.Int == 1
+		case "leader":
+			r.Leader = val.Kind == resp.Integer && val.Int == 1
+		case "last_index":
+			if val.Kind != resp.Integer || val.Int < 0 {
+				return r, false
+			}
+			r.LastIndex = uint64(val.Int)
 		case "expect":
 			n, err := strconv.Atoi(val.Str)
 			if val.Kind == resp.Integer {
@@ -167,7 +204,9 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 				if len(m.Elems) < 3 {
 					return r, false
 				}
-				r.Members = append(r.Members, server.FormingMember{ID: m.Elems[0].Str, RaftAddr: m.Elems[1].Str, ClientAddr: m.Elems[2].Str})
+				fm := server.FormingMember{ID: m.Elems[0].Str, RaftAddr: m.Elems[1].Str, ClientAddr: m.Elems[2].Str}
+				fm.Removed = len(m.Elems) > 3 && m.Elems[3].Kind == resp.Integer && m.Elems[3].Int == 1
+				r.Members = append(r.Members, fm)
 			}
 		}
 	}

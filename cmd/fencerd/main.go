@@ -112,6 +112,7 @@ func run(ctx context.Context, c *config) error {
 	logger.Info("fencerd serving", "version", version.Version, "commit", version.Get().ShortRevision(), "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", c.node.DataDir)
 	joinCluster(ctx, c, node, logger)
 	formErr := formCluster(ctx, c, node, logger)
+	recordAddress(ctx, c, node, logger)
 	err = waitForStop(ctx, serveErr, formErr, logger)
 	cl.run()
 	logger.Info("stopped")
