@@ -73,9 +73,13 @@ func TestDecideFormation(t *testing.T) {
 // names it without a recorded address); every other case waits without a
 // vote or refuses. The review of the first version found each of these.
 func TestDecideFormationNeedsEvidence(t *testing.T) {
-	m := func(id, raft, client string) FormingMember { return FormingMember{ID: id, RaftAddr: raft, ClientAddr: client} }
+	m := func(id, raft, client string) FormingMember {
+		return FormingMember{ID: id, RaftAddr: raft, ClientAddr: client}
+	}
 	self := FormingReport{ID: "b", RaftAddr: "b:1", Expect: 3, Replayed: true}
-	fresh := func(id string) FormingReport { return FormingReport{ID: id, RaftAddr: id + ":1", Expect: 3, Replayed: true} }
+	fresh := func(id string) FormingReport {
+		return FormingReport{ID: id, RaftAddr: id + ":1", Expect: 3, Replayed: true}
+	}
 	replicated := self
 	replicated.Members = []FormingMember{m("a", "a:1", "a:0"), m("b", "b:1", ""), m("c", "c:1", "c:0")}
 	follower := FormingReport{ID: "a", RaftAddr: "a:1", Expect: 3, Replayed: true, ClusterID: "X", Members: replicated.Members}
