@@ -414,3 +414,32 @@ func (c *cluster) follower(n *Node) *Node {
 	c.t.Fatal("no other node")
 	return nil
 }
+
+// A removal cut short between its tombstone and its configuration change
+// leaves the member known to have run: a server that lost its state under
+// that ID and asks the leader is refused, not taken for one that never ran
+// (as it was when Remove only cleared the address), and the ID records no
+// address until the removal is finished; after it, the ID joins afresh.
+func TestRemoveCutShortLeavesTombstone(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	var victim *Node
+	for _, n := range c.nodes {
+		if n != leader {
+			victim = n
+		}
+	}
+	ctx := ctxT(t)
+	unset := setFaultPoint("remove-cut-short", func(any) bool { return true })
+	require.ErrorIs(t, leader.Remove(ctx, victim.ID()), ErrUnknownOutcome)
+	unset()
+	wiped := FormingReport{ID: victim.ID(), RaftAddr: victim.RaftAddr(), Expect: 3}
+	d := DecideFormation(wiped, []FormingReport{leader.FormingReport()})
+	require.ErrorIs(t, d.Err, ErrLostMember, "a member whose removal was cut short, without its state: %s", d.Why)
+	assert.False(t, d.Vote)
+	require.ErrorIs(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), ErrLostMember, "no address over a tombstone")
+	require.NoError(t, leader.Remove(ctx, victim.ID()))
+	require.NoError(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), "a removed ID joins afresh")
+	assert.Equal(t, victim.cfg.ClientAddr, leader.table.Members()[victim.ID()])
+	assert.False(t, leader.table.Removed(victim.ID()))
+}

@@ -156,6 +156,9 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: fsm.RemovedMember}); err != nil {
 		return err
 	}
+	if faultPoint("remove-cut-short", id) {
+		return fmt.Errorf("%w: %q's removal cut short by a test", ErrUnknownOutcome, id)
+	}
 	if err := n.await(ctx, func() raft.Future { return n.raft.RemoveServer(raft.ServerID(id), 0, 0) }, uncertain); err != nil {
 		if !errors.Is(err, ErrUnknownOutcome) {
 			// Its address is tombstoned already: never run again elsewhere.
