@@ -85,8 +85,12 @@ func formCluster(ctx context.Context, c *config, node *server.Node, logger *slog
 	return fatal
 }
 
-// recordRetry is the pause between recordAddress's checks.
-const recordRetry = time.Second
+// recordRetry is the pause between recordAddress's checks, recordBackoff
+// the one after a round of failed attempts.
+const (
+	recordRetry   = time.Second
+	recordBackoff = 30 * time.Second
+)
 
 // recordAddress records this node's client address with the cluster's
 // leader (FENCE.JOIN, a no-op for the configuration) once a leader other
@@ -99,6 +103,7 @@ func recordAddress(ctx context.Context, c *config, node *server.Node, logger *sl
 	addrs := j.addrs
 	go func() {
 		for {
+			wait := recordRetry
 			if node.NeedsAddressRecord() {
 				_, leader := node.Leader()
 				j.addrs = addrs
@@ -111,13 +116,16 @@ func recordAddress(ctx context.Context, c *config, node *server.Node, logger *sl
 					cancel()
 					if err == nil {
 						logger.Info("recorded this node's client address with the cluster", "client", c.node.ClientAddr)
+					} else {
+						// (join warned of every attempt.)
+						wait = recordBackoff
 					}
 				}
 			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(recordRetry):
+			case <-time.After(wait):
 			}
 		}
 	}()
