@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -442,4 +443,31 @@ func TestRemoveCutShortLeavesTombstone(t *testing.T) {
 	require.NoError(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), "a removed ID joins afresh")
 	assert.Equal(t, victim.cfg.ClientAddr, leader.table.Members()[victim.ID()])
 	assert.False(t, leader.table.Removed(victim.ID()))
+}
+
+// A node that restarts with an uncommitted tail in its log (entries its
+// old leadership appended while cut off, which the new leader truncates)
+// reports itself replayed once it knows a leader and applied what it knows
+// committed: its last index at restart is never reached without more
+// traffic, and counting on it kept the report false for good.
+func TestFormingReportReplayedPastAnUncommittedTail(t *testing.T) {
+	c := newCluster(t, 3)
+	old := c.leader()
+	i := c.index(old)
+	c.isolate(i)
+	for k := range 3 {
+		old.raft.Apply(fsm.Command{Op: fsm.OpMember, Key: fmt.Sprintf("ghost%d", k), Owner: "127.0.0.1:1"}.Encode(nil), 0)
+	}
+	require.Eventually(t, func() bool { return old.raft.LastIndex() >= old.raft.CommitIndex()+3 }, 5*time.Second, 10*time.Millisecond)
+	c.nodes[i] = nil
+	_ = old.Close()
+	newLeader := c.leader()
+	_, tr := raft.NewInmemTransport(c.trans[i].LocalAddr())
+	c.trans[i] = tr
+	c.heal(i)
+	c.nodes[i] = c.open(i)
+	back := c.nodes[i]
+	require.Eventually(t, func() bool { id, _ := back.Leader(); return id == newLeader.ID() }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return back.FormingReport().Replayed }, 10*time.Second, 50*time.Millisecond,
+		"opened at index %d, applied %d", back.openedIndex, back.raft.AppliedIndex())
 }
