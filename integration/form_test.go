@@ -451,3 +451,24 @@ func TestBootstrapExpectRecordsAddressOnEveryStart(t *testing.T) {
 	c.awaitMembers(t, c.all(), c.all(), clusterReadyTimeout)
 	t.Logf("n3 restarted at %s (was %s): every node lists it there", moved.addr, old)
 }
+
+// A node started alike after formation whose --join list names only a
+// follower still joins: only the leader's word counts, and the follower
+// names the leader's address, which it then asks.
+func TestBootstrapExpectJoinsThroughAFollower(t *testing.T) {
+	ds, _ := formingDaemons(t, 3, 3, "n1", "n2", "n3")
+	for _, d := range ds {
+		d.start(t)
+	}
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	id, _ := c.formed(t, c.all(), c.all())
+	follower := (c.leader(t) + 1) % 3
+	fourth := newDaemons(t, 1)[0]
+	fourth.args = append(fourth.args, "--bootstrap-expect", "3", "--join", unresolvable+","+ds[follower].addr, "--id", "n4")
+	fourth.start(t)
+	c.nodes, c.ids = append(c.nodes, fourth), append(c.ids, "")
+	if got, _ := c.formed(t, c.all(), c.all()); got != id {
+		t.Fatalf("the fourth node is in cluster %s, want %s", got, id)
+	}
+	t.Logf("n4, asking only follower node %d, joined cluster %s: %s", follower+1, id, lastLine(fourth.log(t)))
+}

@@ -17,7 +17,8 @@ type former interface {
 // replayed (1 once its table caught up with what it knows committed, else
 // 0), has_state (1 if it has any Raft state, applied or not), last_index
 // (its log's), leader (1 if it is the cluster's ready leader and confirmed
-// it with a quorum just now) and members, its Raft configuration (empty
+// it with a quorum just now), leader_addr (the client address of the leader
+// it knows, "" if none) and members, its Raft configuration (empty
 // before it has one), one [id, raft-addr, client-addr, removed] per server
 // (client-addr "" until recorded; removed 1 for a tombstone).
 func (b *Bridge) forming(r *request) {
@@ -31,7 +32,7 @@ func (b *Bridge) forming(r *request) {
 		return
 	}
 	rep := f.FormingReport()
-	r.mapHeader(9)
+	r.mapHeader(10)
 	r.c.WriteBulkString("id")
 	r.c.WriteBulkString(rep.ID)
 	r.c.WriteBulkString("raft_addr")
@@ -48,6 +49,8 @@ func (b *Bridge) forming(r *request) {
 	r.c.WriteUint64(rep.LastIndex)
 	r.c.WriteBulkString("leader")
 	r.c.WriteInt(flag(rep.Leader))
+	r.c.WriteBulkString("leader_addr")
+	r.c.WriteBulkString(rep.LeaderAddr)
 	r.c.WriteBulkString("members")
 	r.c.WriteArray(len(rep.Members))
 	for _, m := range rep.Members {

@@ -67,6 +67,8 @@ type FormingReport struct {
 	// restarted with, or, with a leader known, everything this node knows
 	// to be committed (an uncommitted tail is never applied).
 	Replayed bool
+	// LeaderAddr is the client address of the leader it knows, if any.
+	LeaderAddr string
 	// Via is the address it answered on (set by the asking side).
 	Via string
 }
@@ -220,7 +222,7 @@ func decideFormed(self FormingReport, peers map[string]FormingReport, ids []stri
 			return FormDecision{Step: FormWait, Why: staleAddr(self, m, cluster, where(peers[id]))}
 		}
 	}
-	return FormDecision{Step: FormWait, Why: fmt.Sprintf("cluster %s answers, but not its leader: waiting to ask the leader whether this node ran as a member (a --join list without the leader's address, or a cluster without a leader, keeps this node waiting)", cluster)}
+	return FormDecision{Step: FormWait, Why: fmt.Sprintf("cluster %s answers, but not its leader: waiting to ask the leader whether this node ran as a member (a leader whose client port cannot be reached or refuses this node's TLS or credentials, or a cluster without a leader, keeps this node waiting)", cluster)}
 }
 
 // decideFirst is DecideFormation when a server has Raft state and no
@@ -278,6 +280,7 @@ func (n *Node) FormingReport() FormingReport {
 	r := FormingReport{ID: n.id, RaftAddr: n.RaftAddr(), Expect: n.cfg.BootstrapExpect, ClusterID: n.table.ClusterID(),
 		LastIndex: n.raft.LastIndex()}
 	r.HasState = n.hadState || r.LastIndex > 0
+	_, r.LeaderAddr = n.Leader()
 	applied := n.raft.AppliedIndex()
 	switch {
 	case n.raft.State() == raft.Leader:

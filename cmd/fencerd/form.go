@@ -134,12 +134,35 @@ func recordAddress(ctx context.Context, c *config, node *server.Node, logger *sl
 // survey asks every --join address at once for its FENCE.FORMING report
 // and returns those that answered; it logs, at debug level, those that did
 // not (an address that does not resolve yet or a server not started yet is
-// formation's normal state).
+// formation's normal state). If none answered as the leader but some named
+// a leader's client address outside the list, it asks those too: only a
+// leader's word lets a node join or vote (server/form.go), and a --join
+// list need not hold the leader.
 func (j *joiner) survey(ctx context.Context) []server.FormingReport {
+	reps := j.ask(ctx, j.addrs)
+	asked := map[string]bool{}
+	for _, a := range j.addrs {
+		asked[a] = true
+	}
+	var more []string
+	for _, r := range reps {
+		if r.Leader {
+			return reps
+		}
+		if r.LeaderAddr != "" && !asked[r.LeaderAddr] {
+			asked[r.LeaderAddr] = true
+			more = append(more, r.LeaderAddr)
+		}
+	}
+	return append(reps, j.ask(ctx, more)...)
+}
+
+// ask asks every address in addrs at once for its FENCE.FORMING report.
+func (j *joiner) ask(ctx context.Context, addrs []string) []server.FormingReport {
 	cmd := resp.Command("FENCE.FORMING")
-	out := make([]*server.FormingReport, len(j.addrs))
+	out := make([]*server.FormingReport, len(addrs))
 	var wg sync.WaitGroup
-	for i, addr := range j.addrs {
+	for i, addr := range addrs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -193,6 +216,8 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 			r.HasState = val.Kind == resp.Integer && val.Int == 1
 		case "leader":
 			r.Leader = val.Kind == resp.Integer && val.Int == 1
+		case "leader_addr":
+			r.LeaderAddr = val.Str
 		case "last_index":
 			if val.Kind != resp.Integer || val.Int < 0 {
 				return r, false
