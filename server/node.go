@@ -46,11 +46,9 @@ type Node struct {
 	// hadState reports that DataDir held Raft state when the node opened.
 	hadState bool
 	// openedIndex is the last index of the Raft log when the node opened:
-	// until it has applied that far, its table is not yet what it was
-	// (FormingReport). openedID is the cluster ID its data directory held
-	// then ("" if it had never applied one).
+	// once it has applied that far, its table is what it was
+	// (FormingReport).
 	openedIndex uint64
-	openedID    string
 	wake        chan struct{} // wakes the expiry loop
 	// probe carries liveness probes to the expiry loop (Live); stuckAfter
 	// is how long an apply may run before Live fails (tests lower it).
@@ -109,7 +107,6 @@ func Open(cfg Config) (*Node, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	n.openedID = recorded
 	n.fsm.id = identity{dir: cfg.DataDir, recorded: recorded,
 		onError: func(err error) { n.log.Warn("could not record the cluster ID in the data directory", "err", err) }}
 	if err := n.startRaft(); err != nil {
