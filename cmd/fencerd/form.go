@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -195,12 +196,16 @@ func (j *joiner) ask(ctx context.Context, addrs []string) []server.FormingReport
 }
 
 // parseForming reads a FENCE.FORMING reply (a RESP2 array of pairs, or a
-// RESP3 map); unknown keys, which a later version may add, are skipped.
+// RESP3 map); unknown keys, which a later version may add, are skipped. A
+// server that does not say how long its log is (an earlier build) is taken
+// to have state and entries past the bootstrap: what it leaves out never
+// counts as evidence.
 func parseForming(v resp.Value) (server.FormingReport, bool) {
-	var r server.FormingReport
+	r := server.FormingReport{HasState: true, LastIndex: math.MaxUint64}
 	if len(v.Elems)%2 != 0 {
 		return r, false
 	}
+	told := false
 	for i := 0; i < len(v.Elems); i += 2 {
 		val := v.Elems[i+1]
 		switch v.Elems[i].Str {
@@ -222,7 +227,7 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 			if val.Kind != resp.Integer || val.Int < 0 {
 				return r, false
 			}
-			r.LastIndex = uint64(val.Int)
+			r.LastIndex, told = uint64(val.Int), true
 		case "expect":
 			n, err := strconv.Atoi(val.Str)
 			if val.Kind == resp.Integer {
@@ -242,6 +247,9 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 				r.Members = append(r.Members, fm)
 			}
 		}
+	}
+	if !told {
+		r.HasState, r.LastIndex = true, math.MaxUint64
 	}
 	return r, r.ID != "" && r.RaftAddr != ""
 }
