@@ -205,26 +205,24 @@ func (n *Node) startRaft() error {
 			}
 			advAddr = a
 		}
-		switch {
-		case cfg.RaftTLS != nil:
-			stream, err := newTLSStream(cfg.RaftAddr, advAddr, cfg.RaftTLS)
-			if err != nil {
-				return fmt.Errorf("server: raft transport: %w", err)
-			}
-			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
-		case isName:
-			stream, err := newTCPStream(cfg.RaftAddr, advAddr)
-			if err != nil {
-				return fmt.Errorf("server: raft transport: %w", err)
-			}
-			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
-		default:
-			trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
-			if err != nil {
-				return fmt.Errorf("server: raft transport: %w", err)
-			}
-			n.trans = trans
+		var stream raft.StreamLayer
+		var err error
+		if cfg.RaftTLS != nil {
+			stream, err = newTLSStream(cfg.RaftAddr, advAddr, cfg.RaftTLS)
+		} else {
+			stream, err = newTCPStream(cfg.RaftAddr, advAddr)
 		}
+		if err != nil {
+			return fmt.Errorf("server: raft transport: %w", err)
+		}
+		if a, ok := stream.Addr().(*net.TCPAddr); ok && (a.IP == nil || a.IP.IsUnspecified()) {
+			stream.Close()
+			return fmt.Errorf("server: raft transport: the listener's address %s cannot be advertised: give --raft-advertise", a)
+		}
+		// Every connection says which server and cluster it is for
+		// (peerid.go).
+		stream = newIDStream(stream, n.id, n.table.ClusterID, n.log)
+		n.trans = idTransport{raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))}
 	}
 	trans := n.trans
 

@@ -29,7 +29,7 @@ func advertisedName(adv string) (nameAddr, bool) {
 	return nameAddr(adv), true
 }
 
-// tcpStream is a plain-TCP raft.StreamLayer that advertises a name.
+// tcpStream is a plain-TCP raft.StreamLayer (that may advertise a name).
 type tcpStream struct {
 	net.Listener
 	advertise net.Addr
@@ -48,5 +48,11 @@ func (s *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 	return net.DialTimeout("tcp", string(addr), timeout)
 }
 
-// Addr is the address other nodes dial.
-func (s *tcpStream) Addr() net.Addr { return s.advertise }
+// Addr is the address other nodes dial: the advertised one, else the
+// listener's.
+func (s *tcpStream) Addr() net.Addr {
+	if s.advertise != nil {
+		return s.advertise
+	}
+	return s.Listener.Addr()
+}
