@@ -936,18 +936,36 @@ func (t *Table) Len() int {
 // a new join (which records an address over it).
 const RemovedMember = "(removed)"
 
+// RanMember is what OpMember records, in place of a client address, for a
+// voter that has not recorded its address yet: a leader records it for
+// every voter of its configuration that has no record before it grants
+// anything, and a joining member is recorded before it is added. So every
+// member that could have acknowledged a grant has a record (an address,
+// this marker, or a tombstone), and one that lost its state is not taken
+// for one that never ran (server/form.go).
+const RanMember = "(ran)"
+
 // Members returns a copy of the recorded client addresses by node ID
-// (without the removed members).
+// (without the removed members and those recorded without an address).
 func (t *Table) Members() map[string]string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	m := make(map[string]string, len(t.members))
 	for k, v := range t.members {
-		if v != RemovedMember {
+		if v != RemovedMember && v != RanMember {
 			m[k] = v
 		}
 	}
 	return m
+}
+
+// Recorded returns what the cluster recorded for member id: its client
+// address, RanMember or RemovedMember; ok is false if nothing was.
+func (t *Table) Recorded(id string) (rec string, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	rec, ok = t.members[id]
+	return rec, ok
 }
 
 // Removed reports that the member id was removed (a tombstone, see

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -471,4 +472,170 @@ func TestBootstrapExpectJoinsThroughAFollower(t *testing.T) {
 		t.Fatalf("the fourth node is in cluster %s, want %s", got, id)
 	}
 	t.Logf("n4, asking only follower node %d, joined cluster %s: %s", follower+1, id, lastLine(fourth.log(t)))
+}
+
+// A member is recorded before it can acknowledge a grant, however long its
+// client port is cut off. The first leader records every voter of its
+// configuration before it is ready; a joining member is recorded before it
+// is added. (Before, a member recorded its own client address through the
+// leader's client port once it ran; while that path was cut it
+// acknowledged grants unrecorded, and after losing its disk it was taken
+// for a member that never ran and voted with an empty log: this test's
+// first version failed so on deploy 2eb1653, the gate opening after the
+// member alone had acknowledged a committed grant.)
+//
+// Here n3 reaches nobody while n1 and n2 form {n1, n2, n3}: it is recorded
+// all the same, and refused when it comes (the documented cost for a
+// server of the first configuration started after the cluster formed
+// without it). Removed and restarted, it joins: recorded first. Then its
+// client paths are cut, it alone acknowledges a grant, loses its disk, and
+// is refused.
+func TestBootstrapExpectMemberRecordedBeforeItAcknowledges(t *testing.T) {
+	ds := newDaemons(t, 3)
+	ids := []string{"n1", "n2", "n3"}
+	// n1's and n2's advertised client addresses (what the cluster records,
+	// what n3 and forwarding dial): proxies P1, P2. n3's --join paths to
+	// n1 and n2: proxies J1, J2, cut at first. n3's Raft address: proxy
+	// RP3, cut at first.
+	p1 := newGateProxy(t, ds[0].addr, false)
+	p2 := newGateProxy(t, ds[1].addr, false)
+	j1 := newGateProxy(t, ds[0].addr, true)
+	j2 := newGateProxy(t, ds[1].addr, true)
+	rp3 := newGateProxy(t, argValue(t, ds[2].args, "--raft-listen"), true)
+	full := strings.Join([]string{ds[0].addr, ds[1].addr, ds[2].addr}, ",")
+	ds[0].args = append(ds[0].args, "--bootstrap-expect", "3", "--join", full, "--id", ids[0], "--advertise", p1.addr())
+	ds[1].args = append(ds[1].args, "--bootstrap-expect", "3", "--join", full, "--id", ids[1], "--advertise", p2.addr())
+	ds[2].args = append(ds[2].args, "--bootstrap-expect", "3", "--join", strings.Join([]string{j1.addr(), j2.addr(), ds[2].addr}, ","),
+		"--id", ids[2], "--raft-advertise", rp3.addr())
+	for _, d := range ds {
+		d.start(t)
+	}
+	n3 := ds[2]
+
+	// n1 and n2 bootstrap {n1, n2, n3} (they reached n3 without state) and
+	// elect a leader; n3 reaches nobody and waits, its gate shut.
+	leader := -1
+	var lrep map[string]any
+	deadline := time.Now().Add(clusterReadyTimeout)
+	for leader < 0 {
+		for i := range 2 {
+			if r := formingReport(ds[i].addr); r != nil && r["leader"] == int64(1) && r["cluster_id"] != "" {
+				leader, lrep = i, r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n1 and n2 elected no leader: %s\n%s", lastLine(ds[0].log(t)), lastLine(ds[1].log(t)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	other := 1 - leader
+	if !recordedRan(lrep, "n3") {
+		t.Fatalf("the leader is ready and has not recorded n3, a voter: %v", lrep["members"])
+	}
+
+	// n3's client paths heal: the leader names it, recorded: refused.
+	j1.open()
+	j2.open()
+	select {
+	case <-n3.proc.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("n3, recorded as a voter, kept running: %s", grepLines(n3.log(t), "forming"))
+	}
+	if log := n3.log(t); n3.proc.state.ExitCode() == 0 || strings.Contains(log, "this node may vote now") || !strings.Contains(log, "recorded as a voter") {
+		t.Fatalf("n3: exit %d, log %s; want a refusal naming the record", n3.proc.state.ExitCode(), log)
+	}
+	t.Logf("n3, a server of the first configuration that came after the leader was ready, was refused: %s", lastLine(n3.log(t)))
+
+	// Removed, it starts again and joins as a new member, recorded first.
+	if v, err := clusterCall(ds[leader].addr, requestTimeout, "FENCE.REMOVE", "n3"); err != nil || v != "OK" {
+		t.Fatalf("FENCE.REMOVE n3: %#v %v", v, err)
+	}
+	if err := os.RemoveAll(n3.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	rp3.open()
+	n3.ready = func(*daemon) error { return nil }
+	n3.start(t)
+	lrep = formingReport(ds[leader].addr)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		r := formingReport(n3.addr)
+		lrep = formingReport(ds[leader].addr)
+		want, _ := lrep["last_index"].(int64)
+		addr, named := recordedClientAddr(lrep, "n3")
+		if got, _ := r["last_index"].(int64); named && addr == n3.addr && got >= want && want > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n3 did not join: n3 %v; leader %v; %s", r, lrep, grepLines(n3.log(t), "forming"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	caughtUp := time.Now()
+
+	// Its client paths are cut (a client-port partition); it runs as a
+	// follower, the only one to acknowledge a grant.
+	j1.block()
+	j2.block()
+	p1.block()
+	p2.block()
+	for time.Since(caughtUp) < 2*time.Second {
+		if _, err := clusterCall(ds[leader].addr, requestTimeout, "FENCE.ACQUIRE", "while-cut", "o", "1000"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := ds[other].proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := ds[other].proc
+	t.Cleanup(func() { _ = stopped.cmd.Process.Signal(syscall.SIGCONT) })
+	var token int64
+	deadline = time.Now().Add(20 * time.Second)
+	for token == 0 {
+		v, err := clusterCall(ds[leader].addr, requestTimeout, "FENCE.ACQUIRE", "acked-by-n3", "o1", "60000")
+		if a, ok := v.([]any); err == nil && ok && len(a) >= 1 {
+			token, _ = a[0].(int64)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no grant with n%d stopped: %#v %v", other+1, v, err)
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("grant %d committed with n3 as the only follower to acknowledge it, its client paths cut", token)
+
+	// n3 loses its disk; the network heals; it starts again, as before.
+	n3.kill9(t)
+	if err := os.RemoveAll(n3.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	j1.open()
+	j2.open()
+	p1.open()
+	p2.open()
+	n3.start(t)
+	select {
+	case <-n3.proc.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("n3, which acknowledged grant %d and lost its state, kept running: %s", token, grepLines(n3.log(t), "forming"))
+	}
+	if log := n3.log(t); n3.proc.state.ExitCode() == 0 || strings.Contains(log, "this node may vote now") || !strings.Contains(log, "FENCE.REMOVE n3") {
+		t.Fatalf("n3 acknowledged grant %d, lost its state, and: exit %d, log %s; want a refusal", token, n3.proc.state.ExitCode(), log)
+	}
+	t.Logf("n3 without its state was refused: %s", lastLine(n3.log(t)))
+}
+
+// recordedRan reports that the report's configuration names id recorded
+// without an address (fsm.RanMember).
+func recordedRan(rep map[string]any, id string) bool {
+	ms, _ := rep["members"].([]any)
+	for _, row := range ms {
+		if f, _ := row.([]any); len(f) >= 5 && f[0] == id {
+			return f[4] == int64(1)
+		}
+	}
+	return false
 }

@@ -19,8 +19,10 @@ type former interface {
 // (its log's), leader (1 if it is the cluster's ready leader and confirmed
 // it with a quorum just now), leader_addr (the client address of the leader
 // it knows, "" if none) and members, its Raft configuration (empty
-// before it has one), one [id, raft-addr, client-addr, removed] per server
-// (client-addr "" until recorded; removed 1 for a tombstone).
+// before it has one), one [id, raft-addr, client-addr, removed, ran] per
+// server (client-addr "" until recorded; removed 1 for a tombstone; ran 1
+// for a member recorded without its address: a leader recorded it as a
+// voter before it granted anything).
 func (b *Bridge) forming(r *request) {
 	if len(r.args) != 1 {
 		wrongArity(r)
@@ -54,11 +56,12 @@ func (b *Bridge) forming(r *request) {
 	r.c.WriteBulkString("members")
 	r.c.WriteArray(len(rep.Members))
 	for _, m := range rep.Members {
-		r.c.WriteArray(4)
+		r.c.WriteArray(5)
 		r.c.WriteBulkString(m.ID)
 		r.c.WriteBulkString(m.RaftAddr)
 		r.c.WriteBulkString(m.ClientAddr)
 		r.c.WriteInt(flag(m.Removed))
+		r.c.WriteInt(flag(m.Ran))
 	}
 }
 

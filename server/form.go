@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/raft"
 )
 
@@ -75,11 +76,16 @@ type FormingReport struct {
 
 // FormingMember is a server of a configuration and the client address the
 // cluster recorded for it ("" until the member recorded it). Removed
-// reports a tombstone: the member was removed, perhaps not completely.
+// reports a tombstone: the member was removed, perhaps not completely. Ran
+// reports a record without an address (fsm.RanMember): a leader recorded
+// the member as a voter before it granted anything.
 type FormingMember struct {
 	ID, RaftAddr, ClientAddr string
-	Removed                  bool
+	Removed, Ran             bool
 }
+
+// recorded reports that the cluster holds a record of m: it ran.
+func (m FormingMember) recorded() bool { return m.ClientAddr != "" || m.Removed || m.Ran }
 
 // FormStep is what formation does next.
 type FormStep int
@@ -170,6 +176,8 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 			return FormDecision{Err: fmt.Errorf("%w: %q was removed from cluster %s (as %s says), but it is still in its configuration, and this data directory has no Raft state: finish the removal (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, where(r), self.ID)}
 		case ok && m.ClientAddr != "":
 			return FormDecision{Err: fmt.Errorf("%w: %q is a member of cluster %s (as %s says), with a recorded client address, and this data directory has no Raft state (its state was lost?): remove it first (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, where(r), self.ID)}
+		case ok && m.Ran:
+			return FormDecision{Err: fmt.Errorf("%w: %q is a member of cluster %s (as %s says), recorded as a voter when a leader became ready (it may have acknowledged grants), and this data directory has no Raft state (its state was lost, or it was never started before the cluster formed without it): remove it first (FENCE.REMOVE %s through any member), then start it again; see docs/operations.md", ErrLostMember, self.ID, r.ClusterID, where(r), self.ID)}
 		}
 	}
 	for _, id := range ids {
@@ -208,6 +216,18 @@ func decideFormed(self FormingReport, peers map[string]FormingReport, ids []stri
 		if !r.Leader || !r.Replayed || r.ClusterID != cluster {
 			continue
 		}
+		// A server with state and no cluster ID applied yet (one
+		// restarting) whose configuration names this node, and which this
+		// leader does not count as a member, is of another cluster.
+		for _, pid := range ids {
+			p := peers[pid]
+			if _, named := p.named(self.ID); !named || p.ClusterID != "" || pid == r.ID {
+				continue
+			}
+			if _, member := r.named(pid); !member {
+				return FormDecision{Err: fmt.Errorf("%w: the --join addresses answer for cluster %s (%s) and for a cluster that has not applied its ID yet (%s, whose configuration names this node, and which %s's leader does not count as a member); a node joins one cluster: give it the addresses of that one only", ErrTwoClusters, cluster, where(r), where(p), cluster)}
+			}
+		}
 		m, ok := r.named(self.ID)
 		switch {
 		case !ok:
@@ -215,7 +235,11 @@ func decideFormed(self FormingReport, peers map[string]FormingReport, ids []stri
 		case m.RaftAddr != self.RaftAddr:
 			return FormDecision{Step: FormWait, Why: staleAddr(self, m, cluster, where(r))}
 		}
-		return FormDecision{Step: FormWait, Vote: true, Why: fmt.Sprintf("cluster %s's leader %s names this node without a recorded client address: a member of the first configuration that never ran; waiting to be pulled in", cluster, where(r))}
+		// A ready leader recorded every voter before it became ready
+		// (recordVoters), and a joining one before it was added: a
+		// leader naming this node without any record is not of this
+		// build. Its word is no evidence.
+		return FormDecision{Step: FormWait, Why: fmt.Sprintf("cluster %s's leader %s names this node without any record of it (a leader of an earlier fencer?): not voting; remove it (FENCE.REMOVE %s) and restart it to join as a new member; see docs/operations.md", cluster, where(r), self.ID)}
 	}
 	for _, id := range ids {
 		if m, ok := peers[id].named(self.ID); ok && m.RaftAddr != self.RaftAddr {
@@ -303,7 +327,9 @@ func (n *Node) FormingReport() FormingReport {
 	addrs := n.table.Members()
 	for _, s := range f.Configuration().Servers {
 		id := string(s.ID)
-		r.Members = append(r.Members, FormingMember{ID: id, RaftAddr: string(s.Address), ClientAddr: addrs[id], Removed: n.table.Removed(id)})
+		rec, _ := n.table.Recorded(id)
+		r.Members = append(r.Members, FormingMember{ID: id, RaftAddr: string(s.Address), ClientAddr: addrs[id],
+			Removed: rec == fsm.RemovedMember, Ran: rec == fsm.RanMember})
 	}
 	return r
 }

@@ -114,7 +114,14 @@ func TestDecideFormationNeedsEvidence(t *testing.T) {
 			{ID: "a", RaftAddr: "a:1", Expect: 3, Replayed: true, ClusterID: "X", Members: []FormingMember{m("a", "a:1", "a:0")}},
 			{ID: "c", RaftAddr: "c:1", Expect: 3, Replayed: true, ClusterID: "Y", Members: []FormingMember{m("c", "c:1", "c:0")}, Via: "10.0.0.3:7379"}}, want: FormWait, err: []string{"cluster X (a)", "cluster Y (c at 10.0.0.3:7379)"}},
 		// The evidence that lets it vote.
-		{name: "the leader names it without an address", self: self, reports: []FormingReport{lead(follower)}, want: FormWait, vote: true},
+		// A leader of this build recorded every voter before it was
+		// ready (recordVoters): a leader naming it without any record is
+		// of an earlier build, and its word no evidence.
+		{name: "the leader names it without any record", self: self, reports: []FormingReport{lead(follower)}, want: FormWait, why: []string{"without any record"}},
+		{name: "the leader names it recorded as a voter (ran)", self: self, reports: []FormingReport{lead(FormingReport{ID: "a", RaftAddr: "a:1", ClusterID: "X", Replayed: true,
+			Members: []FormingMember{m("a", "a:1", "a:0"), {ID: "b", RaftAddr: "b:1", Ran: true}}})}, want: FormWait, err: []string{"recorded as a voter", "FENCE.REMOVE b"}},
+		{name: "a lagging follower names it recorded as a voter (ran)", self: self, reports: []FormingReport{{ID: "c", RaftAddr: "c:1", ClusterID: "X",
+			Members: []FormingMember{m("c", "c:1", "c:0"), {ID: "b", RaftAddr: "b:1", Ran: true}}}}, want: FormWait, err: []string{"recorded as a voter"}},
 		{name: "the leader does not name it: a new member", self: self, reports: []FormingReport{lead(FormingReport{ID: "a", RaftAddr: "a:1", ClusterID: "X", Replayed: true, Members: []FormingMember{m("a", "a:1", "a:0")}})}, want: FormJoin, vote: true},
 		{name: "the leader names it at another Raft address", self: self, reports: []FormingReport{lead(FormingReport{ID: "a", RaftAddr: "a:1", ClusterID: "X", Replayed: true,
 			Members: []FormingMember{m("a", "a:1", "a:0"), m("b", "10.0.0.9:1", "")}})}, want: FormWait, why: []string{"10.0.0.9:1"}},

@@ -42,6 +42,9 @@ func (n *Node) watchLeadership() {
 				continue
 			}
 			n.commitClusterID()
+			if !n.recordVoters(term) {
+				continue // leadership lost: the next leader records them
+			}
 			if n.grants.becomeReady(term, !faultActive("skip-lease-restart")) {
 				n.log.Info("leader ready", "term", term, "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}

@@ -58,9 +58,10 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	return out, nil
 }
 
-// Join adds (or updates) a voting member. It runs on the leader; elsewhere
-// it returns a *NotLeaderError. Joining again with the same addresses is a
-// no-op, so a node may retry its join until it succeeds.
+// Join adds (or updates) a voting member, recording its client address
+// before it adds it. It runs on the leader; elsewhere it returns a
+// *NotLeaderError. Joining again with the same addresses is a no-op, so a
+// node may retry its join until it succeeds.
 func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error {
 	if id == "" {
 		return invalid("id", "empty")
@@ -85,6 +86,16 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 			present = true
 		}
 	}
+	// Its address is recorded first: no voter ever exists without a record
+	// (recordVoters), so one that loses its state is known to have run.
+	if rec, _ := n.table.Recorded(id); rec != clientAddr {
+		if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: clientAddr}); err != nil {
+			return err
+		}
+	}
+	if faultPoint("join-cut-short", id) {
+		return fmt.Errorf("%w: %q's join cut short by a test", ErrUnknownOutcome, id)
+	}
 	if !present {
 		if err := n.await(ctx, func() raft.Future {
 			return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)
@@ -92,15 +103,6 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 			return err
 		}
 		n.log.Info("member added", "id", id, "raft", raftAddr, "client", clientAddr)
-	}
-	if n.table.Members()[id] != clientAddr {
-		if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: clientAddr}); err != nil {
-			if !present && !errors.Is(err, ErrUnknownOutcome) {
-				// The member was added; only its address is missing.
-				return fmt.Errorf("%w: %q joined, but its client address was not recorded: %v", ErrUnknownOutcome, id, err)
-			}
-			return err
-		}
 	}
 	return nil
 }
@@ -268,4 +270,38 @@ func (n *Node) NeedsAddressRecord() bool {
 		}
 	}
 	return false
+}
+
+// recordVoters commits fsm.RanMember for every server of the leader's
+// configuration that has no record yet (no client address, no marker, no
+// tombstone). A new leader calls it after its Barrier and before it is
+// ready: every grant then comes after the records in the log, so a grant
+// that committed implies committed records of all the voters that could
+// have acknowledged it, and a voter that loses its state is refused by
+// formation rather than taken for one that never ran (docs/safety.md,
+// "What marks a member that ran"). The first leader of a cluster records
+// all the servers of its first configuration; the first leader of a
+// cluster made by an earlier build records the members it never recorded.
+// The configuration cannot change meanwhile: a change needs a ready
+// leader, and the Barrier committed the changes of earlier terms. It
+// reports false if leadership was lost in term.
+func (n *Node) recordVoters(term uint64) bool {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		n.log.Warn("could not read the configuration to record its voters", "err", err)
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		id := string(s.ID)
+		if _, ok := n.table.Recorded(id); ok {
+			continue
+		}
+		c := fsm.Command{Op: fsm.OpMember, Key: id, Owner: fsm.RanMember}
+		if err := n.raft.Apply(c.Encode(nil), 0).Error(); err != nil {
+			n.log.Warn("could not record a voter as having run; the next leader will", "id", id, "err", err)
+			return false
+		}
+		n.log.Info("recorded a voter as having run", "id", id, "term", term)
+	}
+	return true
 }

@@ -244,6 +244,7 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 				}
 				fm := server.FormingMember{ID: m.Elems[0].Str, RaftAddr: m.Elems[1].Str, ClientAddr: m.Elems[2].Str}
 				fm.Removed = len(m.Elems) > 3 && m.Elems[3].Kind == resp.Integer && m.Elems[3].Int == 1
+				fm.Ran = len(m.Elems) > 4 && m.Elems[4].Kind == resp.Integer && m.Elems[4].Int == 1
 				r.Members = append(r.Members, fm)
 			}
 		}
