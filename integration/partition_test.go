@@ -161,4 +161,3 @@ func argValue(t *testing.T, args []string, flag string) string {
 	t.Fatalf("no %s in %v", flag, args)
 	return ""
 }
-

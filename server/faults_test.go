@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -470,4 +471,38 @@ func TestFormingReportReplayedPastAnUncommittedTail(t *testing.T) {
 	require.Eventually(t, func() bool { id, _ := back.Leader(); return id == newLeader.ID() }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return back.FormingReport().Replayed }, 10*time.Second, 50*time.Millisecond,
 		"opened at index %d, applied %d", back.openedIndex, back.raft.AppliedIndex())
+}
+
+// A join cut short between its two steps leaves no voter without a
+// record: the address is committed before the member is added, so a
+// leader whose log has the member has its address too. (Before, Join added
+// the voter first; a re-join of a removed ID cut short left a live voter
+// under its tombstone for good, refused at every retry: the review's R7.)
+func TestJoinCutShortLeavesNoUnrecordedVoter(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	var victim *Node
+	for _, n := range c.nodes {
+		if n != leader {
+			victim = n
+		}
+	}
+	ctx := ctxT(t)
+	require.NoError(t, leader.Remove(ctx, victim.ID()))
+	require.True(t, leader.table.Removed(victim.ID()))
+	unset := setFaultPoint("join-cut-short", func(any) bool { return true })
+	require.ErrorIs(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), ErrUnknownOutcome)
+	unset()
+	rec, _ := leader.table.Recorded(victim.ID())
+	assert.Equal(t, victim.cfg.ClientAddr, rec, "the address is recorded before the member is added")
+	members, err := leader.Members(ctx)
+	require.NoError(t, err)
+	for _, m := range members {
+		assert.NotEqual(t, victim.ID(), m.ID, "added before its address was recorded")
+	}
+	require.NoError(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), "the join, retried, completes")
+	assert.False(t, leader.table.Removed(victim.ID()))
+	members, err = leader.Members(ctx)
+	require.NoError(t, err)
+	assert.True(t, slices.ContainsFunc(members, func(m Member) bool { return m.ID == victim.ID() }), "a member again: %v", members)
 }

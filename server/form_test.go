@@ -151,3 +151,32 @@ func TestDecideFormationNeedsEvidence(t *testing.T) {
 		})
 	}
 }
+
+// ErrTwoClusters counts a cluster whose servers have not applied its ID
+// yet (restarting, with no snapshot): before, it counted only applied IDs
+// (failed on deploy 2eb1653: "step 2, vote true, err <nil> (cluster X's
+// leader a does not name this node: joining as a new member)"). A member of
+// cluster Y that lost its state, given (by mistake) --join addresses of
+// cluster X as well, while Y restarts (its servers have state but have not
+// applied its ID yet: no snapshot, no leader yet), joins X as a new member
+// and opens its gate first (FormJoin). With no configuration, its Raft
+// grants its empty vote to any candidate, and Y's configuration still
+// names it: Y's candidates ask it.
+func TestDecideFormationTwoClustersOneRestarting(t *testing.T) {
+	self := FormingReport{ID: "b", RaftAddr: "b:1", Expect: 3}
+	xLeader := FormingReport{ID: "a", RaftAddr: "a:1", Expect: 3, ClusterID: "X", Leader: true, Replayed: true, HasState: true, LastIndex: 90,
+		Members: []FormingMember{{ID: "a", RaftAddr: "a:1", ClientAddr: "a:0"}}}
+	yRestarting := FormingReport{ID: "c", RaftAddr: "c:1", Expect: 3, HasState: true, LastIndex: 40,
+		Members: []FormingMember{{ID: "b", RaftAddr: "b:1"}, {ID: "c", RaftAddr: "c:1"}, {ID: "d", RaftAddr: "d:1"}}}
+	d := DecideFormation(self, []FormingReport{xLeader, yRestarting})
+	if d.Vote || !errors.Is(d.Err, ErrTwoClusters) {
+		t.Fatalf("a server of another cluster (c, with state, whose configuration names this node) answers beside cluster X's leader: step %d, vote %v, err %v (%s); want a refusal, never a vote",
+			d.Step, d.Vote, d.Err, d.Why)
+	}
+	// A server of cluster X itself that lags (its configuration from
+	// before this node was removed) is no second cluster.
+	xLeader.Members = append(xLeader.Members, FormingMember{ID: "c", RaftAddr: "c:1", ClientAddr: "c:0"})
+	if d := DecideFormation(self, []FormingReport{xLeader, yRestarting}); d.Err != nil || d.Step != FormJoin {
+		t.Fatalf("beside cluster X's leader, a lagging member of X names this node: step %d, err %v (%s); want a join", d.Step, d.Err, d.Why)
+	}
+}
