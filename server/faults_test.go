@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
-	"slices"
 	"testing"
 	"time"
 
