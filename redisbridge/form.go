@@ -18,7 +18,9 @@ type former interface {
 // 0), has_state (1 if it has any Raft state, applied or not), last_index
 // (its log's), leader (1 if it is the cluster's ready leader and confirmed
 // it with a quorum just now), leader_addr (the client address of the leader
-// it knows, "" if none) and members, its Raft configuration (empty
+// it knows, "" if none), seen (the IDs of the servers without state its
+// latest round of formation reached, itself included, if none had state)
+// and members, its Raft configuration (empty
 // before it has one), one [id, raft-addr, client-addr, removed, ran] per
 // server (client-addr "" until recorded; removed 1 for a tombstone; ran 1
 // for a member recorded without its address: a leader recorded it as a
@@ -34,7 +36,7 @@ func (b *Bridge) forming(r *request) {
 		return
 	}
 	rep := f.FormingReport()
-	r.mapHeader(10)
+	r.mapHeader(11)
 	r.c.WriteBulkString("id")
 	r.c.WriteBulkString(rep.ID)
 	r.c.WriteBulkString("raft_addr")
@@ -53,6 +55,11 @@ func (b *Bridge) forming(r *request) {
 	r.c.WriteInt(flag(rep.Leader))
 	r.c.WriteBulkString("leader_addr")
 	r.c.WriteBulkString(rep.LeaderAddr)
+	r.c.WriteBulkString("seen")
+	r.c.WriteArray(len(rep.Seen))
+	for _, id := range rep.Seen {
+		r.c.WriteBulkString(id)
+	}
 	r.c.WriteBulkString("members")
 	r.c.WriteArray(len(rep.Members))
 	for _, m := range rep.Members {

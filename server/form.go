@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,13 @@ type FormingReport struct {
 	Replayed bool
 	// LeaderAddr is the client address of the leader it knows, if any.
 	LeaderAddr string
+	// Seen is the IDs, sorted, of the servers without state its latest
+	// round of formation reached, itself included, if none had state (nil
+	// before its first round). Every server of a bootstrap must have seen
+	// the same servers, so that a server wiped and back under a new ID
+	// while the others bootstrap makes them wait rather than write two
+	// configurations.
+	Seen []string
 	// Via is the address it answered on (set by the asking side).
 	Via string
 }
@@ -205,6 +213,15 @@ func DecideFormation(self FormingReport, reports []FormingReport) FormDecision {
 		return FormDecision{Step: FormWait, Why: fmt.Sprintf("%d servers without state reached, more than the %d expected: not forming (see docs/operations.md)", len(servers), self.Expect)}
 	}
 	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
+	var set []string
+	for _, s := range servers {
+		set = append(set, s.ID)
+	}
+	for _, s := range servers {
+		if s.ID != self.ID && !slices.Equal(s.Seen, set) {
+			return FormDecision{Step: FormWait, Why: fmt.Sprintf("all %d servers reached, none with state; waiting until %s has reached the same ones (it saw %v)", self.Expect, where(s), s.Seen)}
+		}
+	}
 	return FormDecision{Step: FormBootstrap, Vote: true, Servers: servers, Why: fmt.Sprintf("all %d servers reached, none with state", self.Expect)}
 }
 
@@ -304,6 +321,9 @@ func (n *Node) FormingReport() FormingReport {
 	r := FormingReport{ID: n.id, RaftAddr: n.RaftAddr(), Expect: n.cfg.BootstrapExpect, ClusterID: n.table.ClusterID(),
 		LastIndex: n.raft.LastIndex()}
 	r.HasState = n.hadState || r.LastIndex > 0
+	if s := n.formingSeen.Load(); s != nil {
+		r.Seen = *s
+	}
 	_, r.LeaderAddr = n.Leader()
 	applied := n.raft.AppliedIndex()
 	switch {
@@ -332,6 +352,24 @@ func (n *Node) FormingReport() FormingReport {
 			Removed: rec == fsm.RemovedMember, Ran: rec == fsm.RanMember})
 	}
 	return r
+}
+
+// SetFormingSeen keeps what formation's latest round reached (Seen): the
+// IDs of the servers without state, this node included, or nil if one had
+// state.
+func (n *Node) SetFormingSeen(reports []FormingReport) {
+	ids := []string{n.id}
+	for _, r := range reports {
+		if r.configured() {
+			n.formingSeen.Store(nil)
+			return
+		}
+		if r.ID != "" && !slices.Contains(ids, r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	sort.Strings(ids)
+	n.formingSeen.Store(&ids)
 }
 
 // BootstrapWith bootstraps Raft with servers, all voters, unless it has a

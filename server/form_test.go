@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -22,6 +23,7 @@ func TestDecideFormation(t *testing.T) {
 		return FormingMember{ID: id, RaftAddr: id + ":1", ClientAddr: client}
 	}
 	leader := func(r FormingReport) FormingReport { r.Leader = true; return r }
+	saw := func(r FormingReport, ids ...string) FormingReport { r.Seen = ids; return r }
 	self := fresh("b")
 	tests := []struct {
 		name    string
@@ -33,7 +35,9 @@ func TestDecideFormation(t *testing.T) {
 	}{
 		{name: "alone", self: self, want: FormWait},
 		{name: "two of three", self: self, reports: []FormingReport{fresh("a"), self}, want: FormWait},
-		{name: "all three, sorted by ID", self: self, reports: []FormingReport{fresh("c"), self, fresh("a")}, want: FormBootstrap, servers: []string{"a", "b", "c"}},
+		{name: "all three, sorted by ID", self: self, reports: []FormingReport{saw(fresh("c"), "a", "b", "c"), self, saw(fresh("a"), "a", "b", "c")}, want: FormBootstrap, servers: []string{"a", "b", "c"}},
+		{name: "all three, one not yet having seen them", self: self, reports: []FormingReport{saw(fresh("c"), "a", "b", "c"), self, fresh("a")}, want: FormWait},
+		{name: "all three, one having seen others", self: self, reports: []FormingReport{saw(fresh("c"), "a", "b", "c"), self, saw(fresh("a"), "a", "b", "d")}, want: FormWait},
 		{name: "one node at two addresses counts once", self: self, reports: []FormingReport{fresh("a"), fresh("a")}, want: FormWait},
 		{name: "more than expected", self: self, reports: []FormingReport{fresh("a"), fresh("c"), fresh("d")}, want: FormWait},
 		{name: "a different expectation", self: self, reports: []FormingReport{fresh("a"), {ID: "c", RaftAddr: "c:1", Expect: 5}}, want: FormWait},
@@ -178,5 +182,33 @@ func TestDecideFormationTwoClustersOneRestarting(t *testing.T) {
 	xLeader.Members = append(xLeader.Members, FormingMember{ID: "c", RaftAddr: "c:1", ClientAddr: "c:0"})
 	if d := DecideFormation(self, []FormingReport{xLeader, yRestarting}); d.Err != nil || d.Step != FormJoin {
 		t.Fatalf("beside cluster X's leader, a lagging member of X names this node: step %d, err %v (%s); want a join", d.Step, d.Err, d.Why)
+	}
+}
+
+// A server's data directory wiped mid-formation (it comes back under a
+// new ID, B2) while another bootstraps gives no second configuration. A
+// survey is not atomic: C's round gets A's answer from before A
+// bootstrapped and B2's. A bootstrapped {A, B, C}; C, counting B2, would
+// bootstrap {A, B2, C}: two configurations at index 1, term 1 (failed so
+// on deploy 2eb1653, when the reports carried no Seen). Every server of a
+// bootstrap must have seen the same servers: A's report says it saw B.
+func TestDecideFormationWipeMidFormationOneConfiguration(t *testing.T) {
+	fresh := func(id string, seen ...string) FormingReport {
+		return FormingReport{ID: id, RaftAddr: id + ":1", Expect: 3, Seen: seen}
+	}
+	a := DecideFormation(fresh("A"), []FormingReport{fresh("A"), fresh("B", "A", "B", "C"), fresh("C", "A", "B", "C")})
+	if a.Step != FormBootstrap {
+		t.Fatalf("A, all three having seen the same: step %d (%s); want a bootstrap", a.Step, a.Why)
+	}
+	c := DecideFormation(fresh("C"), []FormingReport{fresh("A", "A", "B", "C"), fresh("B2", "A", "B2", "C"), fresh("C")})
+	conf := func(d FormDecision) string {
+		var ids []string
+		for _, s := range d.Servers {
+			ids = append(ids, s.ID)
+		}
+		return fmt.Sprint(d.Step, ids)
+	}
+	if c.Step == FormBootstrap && conf(a) != conf(c) {
+		t.Fatalf("A bootstraps %s, C (A's answer from before, B wiped and back as B2) %s: two configurations", conf(a), conf(c))
 	}
 }

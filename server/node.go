@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
@@ -49,6 +50,8 @@ type Node struct {
 	// once it has applied that far, its table is what it was
 	// (FormingReport).
 	openedIndex uint64
+	// formingSeen is what formation's latest round reached (FormingReport.Seen).
+	formingSeen atomic.Pointer[[]string]
 	wake        chan struct{} // wakes the expiry loop
 	// probe carries liveness probes to the expiry loop (Live); stuckAfter
 	// is how long an apply may run before Live fails (tests lower it).

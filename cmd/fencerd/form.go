@@ -50,7 +50,9 @@ func formCluster(ctx context.Context, c *config, node *server.Node, logger *slog
 	go func() {
 		last := ""
 		for !node.Voting() {
-			d := server.DecideFormation(node.FormingReport(), j.survey(ctx))
+			reports := j.survey(ctx)
+			d := server.DecideFormation(node.FormingReport(), reports)
+			node.SetFormingSeen(reports)
 			if d.Err != nil {
 				fatal <- d.Err
 				return
@@ -223,6 +225,10 @@ func parseForming(v resp.Value) (server.FormingReport, bool) {
 			r.Leader = val.Kind == resp.Integer && val.Int == 1
 		case "leader_addr":
 			r.LeaderAddr = val.Str
+		case "seen":
+			for _, e := range val.Elems {
+				r.Seen = append(r.Seen, e.Str)
+			}
 		case "last_index":
 			if val.Kind != resp.Integer || val.Int < 0 {
 				return r, false
