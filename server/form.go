@@ -24,15 +24,17 @@ import (
 // leader's entries. fencerd asks every address, again and again, for its
 // FormingReport (FENCE.FORMING) and calls DecideFormation:
 //
-//   - a server of a cluster that names this node with a recorded client
-//     address, or a tombstone (fsm.RemovedMember), shows it ran as a member:
-//     refused (ErrLostMember); servers of two clusters: refused;
+//   - a server of a cluster that names this node with any record (a client
+//     address, fsm.RanMember, or a tombstone, fsm.RemovedMember) shows it
+//     ran, or may have, as a member: refused (ErrLostMember); every voter
+//     is recorded before a leader grants anything (Node.recordVoters) and a
+//     joining one before it is added (Node.Join); servers of two clusters:
+//     refused;
 //   - if a server belongs to a cluster that has an ID (a leader of it was
 //     ready once), only that cluster's current leader is believed: if it
-//     names the node without an address, the node is a member of the first
-//     configuration that never ran (it opens its gate and waits to be pulled
-//     in); if it does not name the node, the node joins as a new member;
-//     without the leader's word it waits;
+//     does not name the node, the node joins as a new member; if it names
+//     it without a record (not a leader of this build) or is not reached,
+//     the node waits;
 //   - if a server has Raft state but its cluster no ID yet, the node never
 //     bootstraps; it opens its gate only if that configuration names it and
 //     every other server of it answers with at most the bootstrap entry in
@@ -40,10 +42,11 @@ import (
 //     acknowledged);
 //   - otherwise every server answering is without state; when exactly N
 //     distinct ones (by node ID, the node included) answer with the same N,
-//     the node bootstraps Raft with all N as voters, sorted by ID.
+//     each having seen the same N in its own latest round (Seen), the node
+//     bootstraps Raft with all N as voters, sorted by ID.
 //
-// So a node votes only when it bootstraps, joins as a new member, or a
-// cluster's leader or all other servers vouch that it never ran; in every
+// So a node votes only when it bootstraps, joins as a new member, or all
+// other servers of a first configuration vouch that it never ran; in every
 // other case it waits, and an operator resolves what the log says.
 
 // FormingReport is what a server says of itself to formation.

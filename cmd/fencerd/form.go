@@ -35,10 +35,10 @@ func checkFormation(ctx context.Context, c *config, logger *slog.Logger) func(id
 // formCluster runs formation in the background for a node without Raft
 // state started with --bootstrap-expect, while its gate (server/votegate.go)
 // keeps Raft from voting or taking anything: it bootstraps the expected
-// servers once it reached all of them without state, joins a cluster that
-// formed without it, or opens the gate once it is vouched for as a member
-// of the first configuration that never ran; otherwise it waits, saying
-// why. recordAddress records the client address afterwards. An error that
+// servers once it reached all of them without state (each having seen the
+// same ones), joins a cluster that formed without it, or opens the gate
+// once the other servers of a first configuration vouch that it never ran;
+// otherwise it waits, saying why. recordAddress records the client address afterwards. An error that
 // must stop fencerd (server.ErrLostMember, server.ErrTwoClusters) is sent on
 // the channel.
 func formCluster(ctx context.Context, c *config, node *server.Node, logger *slog.Logger) <-chan error {
@@ -98,8 +98,9 @@ const (
 // recordAddress records this node's client address with the cluster's
 // leader (FENCE.JOIN, a no-op for the configuration) once a leader other
 // than itself is known and the recorded address is not its own, on every
-// start: a member's recorded address is what tells formation that it ran
-// (server/form.go), and the one clients are redirected to. A leader records
+// start: it is the one clients are redirected to, and it replaces the
+// record a leader made of the member (fsm.RanMember) before it granted
+// anything; that record, not this one, is what tells formation it ran. A leader records
 // its own. It asks the leader's recorded address, then the --join ones.
 func recordAddress(ctx context.Context, c *config, node *server.Node, logger *slog.Logger) {
 	j := newJoiner(c, logger)
