@@ -95,9 +95,6 @@ type FormingMember struct {
 	Removed, Ran             bool
 }
 
-// recorded reports that the cluster holds a record of m: it ran.
-func (m FormingMember) recorded() bool { return m.ClientAddr != "" || m.Removed || m.Ran }
-
 // FormStep is what formation does next.
 type FormStep int
 
