@@ -3,6 +3,8 @@ package integration
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func TestRaftAddressReachingAnotherMemberCountsOnce(t *testing.T) {
 	newGateProxyAt(t, own, vAddr, false)
 	ds[m].start(t)
 	ds[x].start(t)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if r := formingReport(ds[x].addr); r != nil && r["leader"] == int64(1) {
 			t.Logf("n%d leads, confirmed by a quorum, with only n%d alive beside it (and A paused)", x+1, m+1)
@@ -71,7 +73,7 @@ func TestRaftAddressReachingAnotherMemberCountsOnce(t *testing.T) {
 	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
 		st, err := clusterCall(ds[a].addr, requestTimeout, "FENCE.STATUS", "acked")
@@ -84,5 +86,10 @@ func TestRaftAddressReachingAnotherMemberCountsOnce(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("grant %d kept: %s", g.token, last)
+	// M refused what was meant for V (and said so).
+	want := fmt.Sprintf("it is meant for server %q, and this is %q", ids[v], ids[m])
+	if log := ds[m].log(t); !strings.Contains(log, "raft connection refused") || !strings.Contains(log, strconv.Quote(want)[1:len(strconv.Quote(want))-1]) {
+		t.Fatalf("grant %d kept, but n%d did not refuse a connection meant for n%d: %s", g.token, m+1, v+1, grepLines(log, "raft connection"))
+	}
+	t.Logf("grant %d kept: %s; n%d: %s", g.token, last, m+1, lastLine(grepLines(ds[m].log(t), "raft connection refused")))
 }
