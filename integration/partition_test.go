@@ -126,18 +126,6 @@ func recordedClientAddr(rep map[string]any, id string) (string, bool) {
 	return "", false
 }
 
-// awaitLog waits until d's log holds s, for at most within.
-func awaitLog(t *testing.T, d *daemon, s string, within time.Duration) bool {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if strings.Contains(d.log(t), s) {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
-}
 
 // grepLines returns the lines of log that hold s.
 func grepLines(log, s string) string {
