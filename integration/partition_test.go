@@ -126,7 +126,6 @@ func recordedClientAddr(rep map[string]any, id string) (string, bool) {
 	return "", false
 }
 
-
 // grepLines returns the lines of log that hold s.
 func grepLines(log, s string) string {
 	var out []string
