@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-python-venv test-python-full test-go-directive test-fenceetcd test-java-libs test-java-libs-full test-java bench-java test-pyrust-libs test-pyrust-libs-full release release-check install
+.PHONY: all build check check-full test integ bench gobench lint fuzz fuzz-short clean soak test-clients test-node test-python test-python-venv test-python-full test-go-directive test-fenceetcd test-helm test-java-libs test-java-libs-full test-java bench-java test-pyrust-libs test-pyrust-libs-full release release-check install image
 
 all: build
 
@@ -35,6 +35,14 @@ release:
 release-check:
 	GO="$(GO)" scripts/release.sh --check
 
+# image: the container image (Containerfile, FROM scratch) from a release
+# archive of the machine's own linux target, with podman, or docker where
+# its engine answers; tagged fencer:VERSION unless IMAGE_TAG is set. See
+# scripts/image.sh. The engine keeps its layers outside the checkout.
+IMAGE_TAG ?=
+image:
+	GO="$(GO)" scripts/image.sh $(IMAGE_TAG)
+
 # install: the binaries, static as a release's (bin/static), into
 # DESTDIR/PREFIX/bin, the systemd unit of
 # docs/operations.md into DESTDIR/UNITDIR (its ExecStart naming
@@ -62,6 +70,7 @@ lint:
 	$(GO) vet -tags fencer_pyrust ./integration/
 	$(STATICCHECK) -tags fencer_pyrust ./integration/
 	cd fence/fenceetcd && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd deploy/helm/check && $(GO) vet ./...
 
 # check: install the Debian packages the tests need when it can (root with
 # apt-get), else say which to install and stop (scripts/deps.sh holds the
@@ -83,6 +92,7 @@ test:
 	$(TIMED) go-test $(GO) test -race -count=1 -timeout 15m ./...
 	$(TIMED) fault-points $(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
 	$(TIMED) test-fenceetcd $(MAKE) test-fenceetcd
+	$(TIMED) test-helm $(MAKE) test-helm
 	$(TIMED) test-node $(MAKE) test-node
 	$(TIMED) test-python $(MAKE) test-python
 	$(TIMED) test-java $(MAKE) test-java
@@ -104,6 +114,14 @@ check-full: check
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:
 	cd fence/fenceetcd && $(GO) test -race -count=1 -timeout 5m ./...
+
+# test-helm: the Helm chart (deploy/helm/fencer) rendered with helm's Go
+# packages under several value sets, linted, and every object decoded
+# strictly into the Kubernetes API types (deploy/helm/check, a module of
+# its own so that the main one takes no Kubernetes dependency). No helm
+# binary and no Kubernetes cluster.
+test-helm:
+	cd deploy/helm/check && $(GO) test -count=1 -timeout 5m ./...
 
 # test-clients: the Node.js and Python clients' suites against real fencerd
 # processes (built here), Redis and PostgreSQL. test-node installs the

@@ -238,7 +238,7 @@ type Table struct {
 	memCount int
 	memQueue []memRef
 	memBase  *Table
-	members  map[string]string // node ID → client address
+	members  map[string]string // node ID → client address, or RemovedMember
 	// clusterID names the cluster (OpClusterID); empty until its first
 	// leader running a version with IDs commits one.
 	clusterID string
@@ -607,15 +607,51 @@ func (t *Table) Len() int {
 	return len(t.locks)
 }
 
-// Members returns a copy of the recorded client addresses by node ID.
+// RemovedMember is what OpMember records, in place of a client address, for
+// a member being removed (a tombstone): a removed ID is known to have run,
+// so a server that lost its state under it and finds it still in a
+// configuration is not taken for one that never ran, and its re-adding is
+// a new join (which records an address over it).
+const RemovedMember = "(removed)"
+
+// RanMember is what OpMember records, in place of a client address, for a
+// voter that has not recorded its address yet: a leader records it for
+// every voter of its configuration that has no record before it grants
+// anything, and a joining member is recorded before it is added. So every
+// member that could have acknowledged a grant has a record (an address,
+// this marker, or a tombstone), and one that lost its state is not taken
+// for one that never ran (server/form.go).
+const RanMember = "(ran)"
+
+// Members returns a copy of the recorded client addresses by node ID
+// (without the removed members and those recorded without an address).
 func (t *Table) Members() map[string]string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	m := make(map[string]string, len(t.members))
 	for k, v := range t.members {
-		m[k] = v
+		if v != RemovedMember && v != RanMember {
+			m[k] = v
+		}
 	}
 	return m
+}
+
+// Recorded returns what the cluster recorded for member id: its client
+// address, RanMember or RemovedMember; ok is false if nothing was.
+func (t *Table) Recorded(id string) (rec string, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	rec, ok = t.members[id]
+	return rec, ok
+}
+
+// Removed reports that the member id was removed (a tombstone, see
+// RemovedMember) and not added again since.
+func (t *Table) Removed(id string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.members[id] == RemovedMember
 }
 
 // Position returns the position of the last applied command, floor + last

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -330,11 +331,27 @@ func clusterNodeNumbers(idx []int) []int {
 	return out
 }
 
+// testHosts maps host names that only the nodes resolve (containers'
+// /etc/hosts, image_test.go) to the addresses the test dials them at.
+var testHosts sync.Map
+
+// testHostAddr returns addr with its host replaced as testHosts says.
+func testHostAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip, ok := testHosts.Load(host); ok {
+		return net.JoinHostPort(ip.(string), port)
+	}
+	return addr
+}
+
 // clusterCall dials addr, sends one command and reads one reply, all within
 // timeout. The reply is as respConn.do returns it (an error reply is a
 // respError value, not an error); err is a transport failure.
 func clusterCall(addr string, timeout time.Duration, args ...string) (any, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	conn, err := net.DialTimeout("tcp", testHostAddr(addr), timeout)
 	if err != nil {
 		return nil, err
 	}

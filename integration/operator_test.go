@@ -149,17 +149,6 @@ func TestOperatorLeaderTransferRevokeAudit(t *testing.T) {
 	}
 }
 
-// grepLines returns the lines of text that contain s.
-func grepLines(text, s string) string {
-	var out []string
-	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // fencer locks shows a lock's holder and its waiters in order, and a user
 // limited to a pattern lists only its names, in fencer locks and in KEYS,
 // through a follower as well as the leader.

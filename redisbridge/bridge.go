@@ -36,6 +36,7 @@ type Locker interface {
 	DefaultLockTTL() time.Duration
 	healthNode
 	listNode
+	formingNode
 }
 
 // handler serves one command.

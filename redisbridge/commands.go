@@ -344,6 +344,8 @@ func nativeCommands() []command {
 			group: "fencer", summary: "Lists the cluster's members."},
 		{name: "fence.cluster", arity: 1, keys: noKeys(cluster), handler: (*Bridge).cluster,
 			group: "fencer", summary: "Returns the cluster's ID, leader and members (with each one's version) as a map."},
+		{name: "fence.forming", arity: 1, keys: noKeys(cluster), handler: (*Bridge).forming,
+			group: "fencer", summary: "Returns what this node tells cluster formation (--bootstrap-expect): its ID, Raft address, expected servers, cluster ID and configuration."},
 		{name: "fence.join", arity: 4, flags: admin | write, keys: noKeys(cluster), handler: (*Bridge).join,
 			group: "fencer", summary: "Adds a member: id raft-addr client-addr."},
 		{name: "fence.remove", arity: 2, flags: admin | write, keys: noKeys(cluster), handler: (*Bridge).remove,

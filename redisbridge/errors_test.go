@@ -81,6 +81,7 @@ func (f faultyLocker) MemberHealth(context.Context, string) ([]server.MemberHeal
 	return nil, f.err
 }
 func (f faultyLocker) HealthLimits() (time.Duration, uint64) { return time.Second, 1 }
+func (f faultyLocker) FormingReport() server.FormingReport   { return server.FormingReport{} }
 func (f faultyLocker) Locks(context.Context, server.LockQuery) (server.LockPage, error) {
 	return server.LockPage{}, f.err
 }
@@ -219,6 +220,8 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		{"ErrLeaseLost", fmt.Errorf("%w: o held only some of the keys", server.ErrLeaseLost), wire.LeaseLost},
 		{"ErrTransferRefused", fmt.Errorf("%w: %q is not a voter", server.ErrTransferRefused, "n9"), wire.Err},
 		{"ErrDataDirInUse", server.ErrDataDirInUse, wire.Err},
+		{"ErrLostMember", server.ErrLostMember, wire.Err},
+		{"ErrTwoClusters", server.ErrTwoClusters, wire.Err},
 		{"ErrShutdown", server.ErrShutdown, wire.Shutdown},
 		{"ErrNotReady", fmt.Errorf("%w: no leader known", server.ErrNotReady), wire.Err},
 		{"ErrRestoreNotNew", server.ErrRestoreNotNew, wire.Err},

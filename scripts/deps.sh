@@ -19,7 +19,9 @@ cd "$(dirname "$0")/.."
 # PHP with four PHP lock libraries (the lock-library tests; the tests
 # install their npm packages themselves, at the versions their lock files
 # pin), iptables and iproute2 (the fault campaign's network namespaces),
-# gnuplot (the soak's plot), a JDK and Maven (integration/java-libs: the
+# gnuplot (the soak's plot), podman and runc (the container image's test,
+# integration/image_test.go; the test finds the runtime, cgroup manager and
+# rlimits the machine needs), a JDK and Maven (integration/java-libs: the
 # Java lock libraries, and clients/java: the Java client, whose
 # dependencies Maven fetches itself at the versions their pom.xml pin),
 # openssl (the clients' TLS tests make a certificate), python3-venv (the
@@ -29,7 +31,7 @@ cd "$(dirname "$0")/.."
 # psycopg2 from PyPI's source with python3-dev, libpq-dev and gcc). The
 # Rust lock libraries (integration/rustlibs) need cargo with Rust 1.88 or
 # later, newer than Debian 12's: rustup's. Add to this list.
-PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis openjdk-17-jdk-headless maven openssl python3-venv python3-dev libpq-dev gcc"
+PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis podman runc openjdk-17-jdk-headless maven openssl python3-venv python3-dev libpq-dev gcc"
 PACKAGES="$PACKAGES ${DEPS_EXTRA:-}"
 
 if [ "${1:-}" = "--list" ]; then

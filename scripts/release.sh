@@ -26,6 +26,9 @@ GO=${GO:-go}
 # The platforms a release ships; internal/release and the licence check
 # read this line.
 TARGETS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64"
+# RELEASE_TARGETS builds only some of them (the image test builds the
+# machine's own linux target: scripts/image.sh).
+TARGETS=${RELEASE_TARGETS:-$TARGETS}
 VERSION_PKG=github.com/fencerlock/fencer/internal/version
 
 version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' internal/version/version.go)

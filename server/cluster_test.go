@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -312,4 +313,35 @@ func TestClusterLeadershipTransfer(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, g.Token, s.Token)
+}
+
+// A leader records every voter of its configuration that has no record
+// before it is ready (recordVoters), so a member whose record an earlier
+// build cleared (main's FENCE.REMOVE cleared the address first; cut short,
+// it left a member that ran with no record) is known to have run again
+// once this build leads: without its state it is refused, never vouched
+// for. (On deploy 2eb1653 the wiped member got vote true: "named without
+// a recorded client address".)
+func TestClusterLeaderRecordsEveryVoterBeforeReady(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	var victim, next *Node
+	for _, n := range c.nodes {
+		switch {
+		case n == leader:
+		case victim == nil:
+			victim = n
+		default:
+			next = n
+		}
+	}
+	ctx := ctxT(t)
+	// As main's Remove did before its RemoveServer: the address cleared.
+	require.NoError(t, leader.raft.Apply(fsm.Command{Op: fsm.OpMember, Key: victim.ID()}.Encode(nil), 0).Error())
+	require.NoError(t, leader.TransferLeadership(ctx, next.ID()))
+	require.Eventually(t, func() bool { ready, _, _ := next.grants.state(); return ready }, 10*time.Second, 20*time.Millisecond)
+	wiped := FormingReport{ID: victim.ID(), RaftAddr: victim.RaftAddr(), Expect: 3}
+	d := DecideFormation(wiped, []FormingReport{next.FormingReport()})
+	require.ErrorIs(t, d.Err, ErrLostMember, "a member that ran, its record cleared, without its state: step %d, vote %v (%s)", d.Step, d.Vote, d.Why)
+	assert.False(t, d.Vote)
 }

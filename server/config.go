@@ -26,6 +26,9 @@ type Config struct {
 	// RaftAddr is the address the Raft transport listens on.
 	RaftAddr string
 	// RaftAdvertise is the address other nodes dial; empty means RaftAddr.
+	// A host name is kept as a name in the configuration and resolved at
+	// every dial (stream.go), so a node that comes back at another IP is
+	// still reached.
 	// It must not be an unspecified address such as 0.0.0.0.
 	RaftAdvertise string
 	// ClientAddr is the RESP address clients and other nodes use to reach
@@ -42,6 +45,14 @@ type Config struct {
 	// stops Open. fencerd asks the cluster's leader whether the ID is still
 	// a member (a member whose state was lost must be removed first).
 	CheckJoin func(id string) error
+	// BootstrapExpect, if above 0, is the number of servers a new cluster
+	// forms with (see form.go): a node without Raft state starts Raft with
+	// no configuration and is either bootstrapped with the N servers
+	// formation found (Node.BootstrapWith) or pulled into a cluster that
+	// already names it. It needs Join; CheckJoin is then called as well,
+	// and must not wait for a leader. With existing state it has no
+	// effect. The default, 0, forms nothing.
+	BootstrapExpect int
 	// CheckCluster, if set, is called with the ID of the cluster the node
 	// belongs to when Join is set, the data directory holds Raft state and
 	// the node has recorded its cluster's ID, before Raft starts: an error
@@ -233,6 +244,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("DataDir", "must be set")
+	}
+	if c.BootstrapExpect < 0 {
+		bad("BootstrapExpect", "%d is negative", c.BootstrapExpect)
+	} else if c.BootstrapExpect > 0 && !c.Join {
+		bad("BootstrapExpect", "needs the addresses of the other servers (Join)")
 	}
 	if c.ClientAddr == "" {
 		bad("ClientAddr", "must be set")

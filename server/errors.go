@@ -47,6 +47,14 @@ var (
 	// ErrNotReady is wrapped by Node.Ready's answers: the node cannot serve
 	// requests now; the message says why.
 	ErrNotReady = errors.New("server: not ready")
+	// ErrLostMember means a node without Raft state is named, with a
+	// recorded client address, in the configuration of a cluster that
+	// formed (DecideFormation): it ran as a member and its state was lost.
+	// Letting Raft pull it in would let it vote with an empty log.
+	ErrLostMember = errors.New("server: a member of the cluster without its state")
+	// ErrTwoClusters means the servers a node forming a cluster reached
+	// belong to two clusters (DecideFormation): it joins neither.
+	ErrTwoClusters = errors.New("server: the --join addresses belong to two clusters")
 	// ErrRestoreNotNew means RestoreSnapshot was called on a node that is
 	// not a fresh one-node cluster: restore only into a new data directory.
 	ErrRestoreNotNew = errors.New("server: restore needs a new cluster")

@@ -6,12 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -413,4 +415,94 @@ func (c *cluster) follower(n *Node) *Node {
 	}
 	c.t.Fatal("no other node")
 	return nil
+}
+
+// A removal cut short between its tombstone and its configuration change
+// leaves the member known to have run: a server that lost its state under
+// that ID and asks the leader is refused, not taken for one that never ran
+// (as it was when Remove only cleared the address), and the ID records no
+// address until the removal is finished; after it, the ID joins afresh.
+func TestRemoveCutShortLeavesTombstone(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	var victim *Node
+	for _, n := range c.nodes {
+		if n != leader {
+			victim = n
+		}
+	}
+	ctx := ctxT(t)
+	unset := setFaultPoint("remove-cut-short", func(any) bool { return true })
+	require.ErrorIs(t, leader.Remove(ctx, victim.ID()), ErrUnknownOutcome)
+	unset()
+	wiped := FormingReport{ID: victim.ID(), RaftAddr: victim.RaftAddr(), Expect: 3}
+	d := DecideFormation(wiped, []FormingReport{leader.FormingReport()})
+	require.ErrorIs(t, d.Err, ErrLostMember, "a member whose removal was cut short, without its state: %s", d.Why)
+	assert.False(t, d.Vote)
+	require.ErrorIs(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), ErrLostMember, "no address over a tombstone")
+	require.NoError(t, leader.Remove(ctx, victim.ID()))
+	require.NoError(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), "a removed ID joins afresh")
+	assert.Equal(t, victim.cfg.ClientAddr, leader.table.Members()[victim.ID()])
+	assert.False(t, leader.table.Removed(victim.ID()))
+}
+
+// A node that restarts with an uncommitted tail in its log (entries its
+// old leadership appended while cut off, which the new leader truncates)
+// reports itself replayed once it knows a leader and applied what it knows
+// committed: its last index at restart is never reached without more
+// traffic, and counting on it kept the report false for good.
+func TestFormingReportReplayedPastAnUncommittedTail(t *testing.T) {
+	c := newCluster(t, 3)
+	old := c.leader()
+	i := c.index(old)
+	c.isolate(i)
+	for k := range 3 {
+		old.raft.Apply(fsm.Command{Op: fsm.OpMember, Key: fmt.Sprintf("ghost%d", k), Owner: "127.0.0.1:1"}.Encode(nil), 0)
+	}
+	require.Eventually(t, func() bool { return old.raft.LastIndex() >= old.raft.CommitIndex()+3 }, 5*time.Second, 10*time.Millisecond)
+	c.nodes[i] = nil
+	_ = old.Close()
+	newLeader := c.leader()
+	_, tr := raft.NewInmemTransport(c.trans[i].LocalAddr())
+	c.trans[i] = tr
+	c.heal(i)
+	c.nodes[i] = c.open(i)
+	back := c.nodes[i]
+	require.Eventually(t, func() bool { id, _ := back.Leader(); return id == newLeader.ID() }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return back.FormingReport().Replayed }, 10*time.Second, 50*time.Millisecond,
+		"opened at index %d, applied %d", back.openedIndex, back.raft.AppliedIndex())
+}
+
+// A join cut short between its two steps leaves no voter without a
+// record: the address is committed before the member is added, so a
+// leader whose log has the member has its address too. (Before, Join added
+// the voter first; a re-join of a removed ID cut short left a live voter
+// under its tombstone for good, refused at every retry: the review's R7.)
+func TestJoinCutShortLeavesNoUnrecordedVoter(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader()
+	var victim *Node
+	for _, n := range c.nodes {
+		if n != leader {
+			victim = n
+		}
+	}
+	ctx := ctxT(t)
+	require.NoError(t, leader.Remove(ctx, victim.ID()))
+	require.True(t, leader.table.Removed(victim.ID()))
+	unset := setFaultPoint("join-cut-short", func(any) bool { return true })
+	require.ErrorIs(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), ErrUnknownOutcome)
+	unset()
+	rec, _ := leader.table.Recorded(victim.ID())
+	assert.Equal(t, victim.cfg.ClientAddr, rec, "the address is recorded before the member is added")
+	members, err := leader.Members(ctx)
+	require.NoError(t, err)
+	for _, m := range members {
+		assert.NotEqual(t, victim.ID(), m.ID, "added before its address was recorded")
+	}
+	require.NoError(t, leader.Join(ctx, victim.ID(), victim.RaftAddr(), victim.cfg.ClientAddr), "the join, retried, completes")
+	assert.False(t, leader.table.Removed(victim.ID()))
+	members, err = leader.Members(ctx)
+	require.NoError(t, err)
+	assert.True(t, slices.ContainsFunc(members, func(m Member) bool { return m.ID == victim.ID() }), "a member again: %v", members)
 }

@@ -42,11 +42,14 @@ func (n *Node) watchLeadership() {
 				continue
 			}
 			n.commitClusterID()
+			if !n.recordVoters(term) {
+				continue // leadership lost: the next leader records them
+			}
 			if n.grants.becomeReady(term, !faultActive(faultSkipLeaseRestart)) {
 				n.log.Info("leader ready", "term", term, "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}
 			n.kick()
-			if n.table.Members()[n.id] != n.cfg.ClientAddr {
+			if n.table.Members()[n.id] != n.cfg.ClientAddr && !n.table.Removed(n.id) {
 				n.proposeAsync(fsm.Command{Op: fsm.OpMember, Key: n.id, Owner: n.cfg.ClientAddr})
 			}
 		}

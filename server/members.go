@@ -64,9 +64,10 @@ func (n *Node) configuredMembers(ctx context.Context) ([]Member, error) {
 	return out, nil
 }
 
-// Join adds (or updates) a voting member. It runs on the leader; elsewhere
-// it returns a *NotLeaderError. Joining again with the same addresses is a
-// no-op, so a node may retry its join until it succeeds.
+// Join adds (or updates) a voting member, recording its client address
+// before it adds it. It runs on the leader; elsewhere it returns a
+// *NotLeaderError. Joining again with the same addresses is a no-op, so a
+// node may retry its join until it succeeds.
 func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error {
 	if id == "" {
 		return invalid("id", "empty")
@@ -82,9 +83,24 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 	}
 	present := false
 	for _, s := range conf.Servers {
+		if s.ID == raft.ServerID(id) && n.table.Removed(id) {
+			// Its removal was cut short: recording an address would make
+			// it look like a member again (DecideFormation).
+			return fmt.Errorf("%w: %q was removed, but its removal did not finish: remove it again (FENCE.REMOVE %s)", ErrLostMember, id, id)
+		}
 		if s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(raftAddr) && s.Suffrage == raft.Voter {
 			present = true
 		}
+	}
+	// Its address is recorded first: no voter ever exists without a record
+	// (recordVoters), so one that loses its state is known to have run.
+	if rec, _ := n.table.Recorded(id); rec != clientAddr {
+		if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: clientAddr}); err != nil {
+			return err
+		}
+	}
+	if faultPoint("join-cut-short", id) {
+		return fmt.Errorf("%w: %q's join cut short by a test", ErrUnknownOutcome, id)
 	}
 	if !present {
 		if err := n.await(ctx, func() raft.Future {
@@ -93,15 +109,6 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 			return err
 		}
 		n.log.Info("member added", "id", id, "raft", raftAddr, "client", clientAddr)
-	}
-	if n.table.Members()[id] != clientAddr {
-		if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: clientAddr}); err != nil {
-			if !present && !errors.Is(err, ErrUnknownOutcome) {
-				// The member was added; only its address is missing.
-				return fmt.Errorf("%w: %q joined, but its client address was not recorded: %v", ErrUnknownOutcome, id, err)
-			}
-			return err
-		}
 	}
 	return nil
 }
@@ -150,14 +157,19 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if !found {
 		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 	}
-	// Forget the address first: once the leader removes itself it can
-	// propose nothing more.
-	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id}); err != nil {
+	// Replace its address by a tombstone first: once the leader removes
+	// itself it can propose nothing more, and a removal cut short between
+	// the two leaves a member known to have run, not one that looks as if
+	// it never ran (DecideFormation).
+	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: fsm.RemovedMember}); err != nil {
 		return err
+	}
+	if faultPoint("remove-cut-short", id) {
+		return fmt.Errorf("%w: %q's removal cut short by a test", ErrUnknownOutcome, id)
 	}
 	if err := n.await(ctx, func() raft.Future { return n.raft.RemoveServer(raft.ServerID(id), 0, 0) }, uncertain); err != nil {
 		if !errors.Is(err, ErrUnknownOutcome) {
-			// Its address is forgotten already: never run again elsewhere.
+			// Its address is tombstoned already: never run again elsewhere.
 			return fmt.Errorf("%w: %q's address was forgotten, but its removal failed: %v", ErrUnknownOutcome, id, err)
 		}
 		return err
@@ -244,4 +256,60 @@ func (n *Node) StateHash() (appliedIndex uint64, hash string) {
 		appliedIndex = n.table.LastIndex()
 	})
 	return appliedIndex, hex.EncodeToString(sum[:])
+}
+
+// NeedsAddressRecord reports that this node is in its Raft configuration,
+// knows a leader other than itself, and the address the cluster recorded
+// for it is not its client address (and it is not being removed): fencerd
+// then records it through the leader (FENCE.JOIN), on every start. A leader
+// records its own (watchLeadership).
+func (n *Node) NeedsAddressRecord() bool {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" || string(lid) == n.id || n.table.Removed(n.id) || n.table.Members()[n.id] == n.cfg.ClientAddr {
+		return false
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.id {
+			return true
+		}
+	}
+	return false
+}
+
+// recordVoters commits fsm.RanMember for every server of the leader's
+// configuration that has no record yet (no client address, no marker, no
+// tombstone). A new leader calls it after its Barrier and before it is
+// ready: every grant then comes after the records in the log, so a grant
+// that committed implies committed records of all the voters that could
+// have acknowledged it, and a voter that loses its state is refused by
+// formation rather than taken for one that never ran (docs/safety.md,
+// "What marks a member that ran"). The first leader of a cluster records
+// all the servers of its first configuration; the first leader of a
+// cluster made by an earlier build records the members it never recorded.
+// The configuration cannot change meanwhile: a change needs a ready
+// leader, and the Barrier committed the changes of earlier terms. It
+// reports false if leadership was lost in term.
+func (n *Node) recordVoters(term uint64) bool {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		n.log.Warn("could not read the configuration to record its voters", "err", err)
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		id := string(s.ID)
+		if _, ok := n.table.Recorded(id); ok {
+			continue
+		}
+		c := fsm.Command{Op: fsm.OpMember, Key: id, Owner: fsm.RanMember}
+		if err := n.raft.Apply(c.Encode(nil), 0).Error(); err != nil {
+			n.log.Warn("could not record a voter as having run; the next leader will", "id", id, "err", err)
+			return false
+		}
+		n.log.Info("recorded a voter as having run", "id", id, "term", term)
+	}
+	return true
 }

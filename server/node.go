@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
@@ -46,7 +47,13 @@ type Node struct {
 	fsm     *applier
 	// hadState reports that DataDir held Raft state when the node opened.
 	hadState bool
-	wake     chan struct{} // wakes the expiry loop
+	// openedIndex is the last index of the Raft log when the node opened:
+	// once it has applied that far, its table is what it was
+	// (FormingReport).
+	openedIndex uint64
+	// formingSeen is what formation's latest round reached (FormingReport.Seen).
+	formingSeen atomic.Pointer[[]string]
+	wake        chan struct{} // wakes the expiry loop
 	// probe carries liveness probes to the expiry loop (Live); stuckAfter
 	// is how long an apply may run before Live fails (tests lower it).
 	probe      chan chan struct{}
@@ -189,28 +196,37 @@ func (n *Node) startRaft() error {
 		n.trans = cfg.Transport
 	} else {
 		// Without RaftAdvertise the listener's own address is advertised,
-		// so port 0 works (tests).
+		// so port 0 works (tests); a name is advertised as it is, never
+		// resolved once for good (stream.go).
 		var advAddr net.Addr
-		if cfg.RaftAdvertise != "" {
+		name, isName := advertisedName(cfg.RaftAdvertise)
+		if isName {
+			advAddr = name
+		} else if cfg.RaftAdvertise != "" {
 			a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 			if err != nil {
 				return fmt.Errorf("server: raft advertise address: %w", err)
 			}
 			advAddr = a
 		}
+		var stream raft.StreamLayer
+		var err error
 		if cfg.RaftTLS != nil {
-			stream, err := newTLSStream(cfg.RaftAddr, advAddr, cfg.RaftTLS)
-			if err != nil {
-				return fmt.Errorf("server: raft transport: %w", err)
-			}
-			n.trans = raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
+			stream, err = newTLSStream(cfg.RaftAddr, advAddr, cfg.RaftTLS)
 		} else {
-			trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advAddr, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))
-			if err != nil {
-				return fmt.Errorf("server: raft transport: %w", err)
-			}
-			n.trans = trans
+			stream, err = newTCPStream(cfg.RaftAddr, advAddr)
 		}
+		if err != nil {
+			return fmt.Errorf("server: raft transport: %w", err)
+		}
+		if a, ok := stream.Addr().(*net.TCPAddr); ok && (a.IP == nil || a.IP.IsUnspecified()) {
+			stream.Close()
+			return fmt.Errorf("server: raft transport: the listener's address %s cannot be advertised: give --raft-advertise", a)
+		}
+		// Every connection says which server and cluster it is for
+		// (peerid.go).
+		stream = newIDStream(stream, n.id, n.table.ClusterID, n.log)
+		n.trans = idTransport{raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))}
 	}
 	trans := n.trans
 
@@ -219,6 +235,9 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("server: reading raft state: %w", err)
 	}
 	n.hadState = existing
+	if n.openedIndex, err = logs.LastIndex(); err != nil {
+		return fmt.Errorf("server: reading raft state: %w", err)
+	}
 	switch {
 	case existing:
 		if cfg.Join && cfg.CheckCluster != nil && n.fsm.id.recorded != "" {
@@ -237,7 +256,14 @@ func (n *Node) startRaft() error {
 				return err
 			}
 		}
-		n.log.Info("no state yet: waiting to be added to a cluster")
+		if cfg.BootstrapExpect > 0 {
+			// No vote before formation has checked the node (votegate.go).
+			n.trans = newVoteGate(n.trans)
+			trans = n.trans
+			n.log.Info("no state yet: forming a cluster of the expected servers, or joining one that formed", "bootstrap_expect", cfg.BootstrapExpect)
+		} else {
+			n.log.Info("no state yet: waiting to be added to a cluster")
+		}
 	default:
 		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {

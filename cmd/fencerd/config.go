@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fencerlock/fencer/redisbridge"
 	"github.com/fencerlock/fencer/server"
@@ -38,12 +39,15 @@ type tlsFlags struct {
 	cert, key, ca string
 	authClients   bool // --tls-auth-clients
 	raft          bool // --raft-tls
+	// reloadEvery is --tls-reload-interval: how often the files are
+	// looked at for changes (reload.go).
+	reloadEvery time.Duration
 }
 
 // defaultConfig is fencerd without flags.
 func defaultConfig() *config {
 	c := &config{node: server.DefaultConfig(), bridge: redisbridge.DefaultConfig(),
-		logLevel: "info", logFormat: "text", protected: true, tls: tlsFlags{authClients: true}}
+		logLevel: "info", logFormat: "text", protected: true, tls: tlsFlags{authClients: true, reloadEvery: 30 * time.Second}}
 	// fencerd listens where a default node is reached and, unless told
 	// otherwise, advertises what it bound and derives the Raft address
 	// from --listen (addrBeside).
@@ -60,11 +64,12 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.StringVar(&c.listen, "listen", c.listen, "RESP address for clients")
 	f.StringVar(&n.ClientAddr, "advertise", n.ClientAddr, "client address other nodes and clients use for this node (default: --listen)")
 	f.StringSliceVar(&c.join, "join", c.join, "client addresses of existing members to join through (addr[,addr]); ignored once the data directory has state")
+	f.IntVar(&n.BootstrapExpect, "bootstrap-expect", n.BootstrapExpect, "form a new cluster of this many servers, started alike with the same --join list of all of them: each without state waits until it reaches all of them, then they bootstrap together; a server that finds a cluster formed joins it (see docs/operations.md)")
 	f.StringVar(&n.RaftAddr, "raft-listen", n.RaftAddr, "Raft address (default: the --listen host, port + 1)")
 	f.BoolVar(&c.pprof, "pprof", c.pprof, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (for performance work; keep that port private)")
 	f.StringVar(&c.httpListen, "http-listen", c.httpListen, `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
 	f.StringVar(&c.restore, "restore", c.restore, "seed a new one-node cluster from a file written by 'fencer snapshot save' (needs an empty --data-dir; see docs/operations.md)")
-	f.StringVar(&n.RaftAdvertise, "raft-advertise", n.RaftAdvertise, "Raft address other nodes dial (default: --raft-listen)")
+	f.StringVar(&n.RaftAdvertise, "raft-advertise", n.RaftAdvertise, "Raft address other nodes dial (default: --raft-listen); a host name is kept as a name in the cluster's configuration and resolved at every dial")
 	f.DurationVar(&n.MinTTL, "min-ttl", n.MinTTL, "shortest TTL of a native lease (FENCE.* acquires and extends) or a session a client may ask for, and of --default-lock-ttl; not the TTL of a Redis command (SET PX, PEXPIRE keep Redis's range: see docs/redlock.md)")
 	f.DurationVar(&n.MaxTTL, "max-ttl", n.MaxTTL, "longest TTL of a native lease (FENCE.* acquires and extends) or a session a client may ask for, and of --default-lock-ttl; not the TTL of a Redis command (SET PX, PEXPIRE keep Redis's range: see docs/redlock.md)")
 	f.DurationVar(&n.MaxWait, "max-wait", n.MaxWait, "longest WAIT an acquire may queue for")
@@ -94,6 +99,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.StringVar(&c.tls.key, "tls-key-file", c.tls.key, "private key of --tls-cert-file (PEM)")
 	f.StringVar(&c.tls.ca, "tls-ca-cert-file", c.tls.ca, "CA certificates (PEM) that client and node certificates are verified against (default: the system's, for dialing other nodes)")
 	f.BoolVar(&c.tls.authClients, "tls-auth-clients", c.tls.authClients, "with --tls-ca-cert-file, require a client certificate signed by it")
+	f.DurationVar(&c.tls.reloadEvery, "tls-reload-interval", c.tls.reloadEvery, "how often the --tls-* files are looked at, and reloaded when their contents changed (a Kubernetes Secret updated in place); 0: only on SIGHUP")
 	f.BoolVar(&c.tls.raft, "raft-tls", c.tls.raft, "run Raft over mutual TLS with --tls-cert-file, verified against --tls-ca-cert-file (needs both)")
 	f.Uint64Var(&n.SnapshotThreshold, "snapshot-threshold", n.SnapshotThreshold, "Raft log entries, or commands applied (an entry may hold a batch), between snapshots")
 	f.DurationVar(&n.SnapshotInterval, "snapshot-interval", n.SnapshotInterval, "how often Raft and the node check whether to snapshot")
@@ -116,6 +122,9 @@ func (c *config) derive(logger *slog.Logger) (*certStore, error) {
 	c.node.Join = len(c.join) > 0
 	if c.restore != "" && c.node.Join {
 		return nil, errors.New("--restore starts a new cluster: it cannot be combined with --join")
+	}
+	if c.node.BootstrapExpect > 0 && !c.node.Join {
+		return nil, errors.New("--bootstrap-expect needs --join: the client addresses of all the servers expected")
 	}
 	if c.node.RaftAddr == "" {
 		a, err := addrBeside(c.listen, 1, "--raft-listen")
@@ -163,7 +172,7 @@ func (c *config) derive(logger *slog.Logger) (*certStore, error) {
 // flagOf names the flag that sets each config field a *server.ConfigError
 // can name (of server.Config, redisbridge.Config, or fencerd's own checks).
 var flagOf = map[string]string{
-	"ID": "--id", "DataDir": "--data-dir", "ClientAddr": "--advertise",
+	"ID": "--id", "BootstrapExpect": "--bootstrap-expect", "DataDir": "--data-dir", "ClientAddr": "--advertise",
 	"RaftAddr": "--raft-listen", "RaftAdvertise": "--raft-advertise",
 	"MinTTL": "--min-ttl", "MaxTTL": "--max-ttl", "MaxWait": "--max-wait",
 	"MaxLocks": "--max-locks", "MaxSessions": "--max-sessions", "MaxSessionLocks": "--max-session-locks", "MaxValueSize": "--max-value-size", "MaxWriteSize": "--max-write-size",

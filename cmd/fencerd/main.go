@@ -86,6 +86,7 @@ func run(ctx context.Context, c *config) error {
 	var cl cleanup
 	defer cl.run()
 	ctx = handleSignals(ctx, certs, logger, &cl)
+	cl.push(watchCertFiles(certs, c.tls.reloadEvery, logger))
 	ln, httpLn, err := listen(c, logger, &cl)
 	if err != nil {
 		return err
@@ -110,7 +111,9 @@ func run(ctx context.Context, c *config) error {
 	}
 	logger.Info("fencerd serving", "version", version.Version, "commit", version.Get().ShortRevision(), "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", c.node.DataDir)
 	joinCluster(ctx, c, node, logger)
-	err = waitForStop(ctx, serveErr, logger)
+	formErr := formCluster(ctx, c, node, logger)
+	recordAddress(ctx, c, node, logger)
+	err = waitForStop(ctx, serveErr, formErr, logger)
 	cl.run()
 	logger.Info("stopped")
 	return err
@@ -191,13 +194,12 @@ func openNode(ctx context.Context, c *config, logger *slog.Logger, cl *cleanup) 
 			return nil, err
 		}
 	}
-	user, pass := forwardCredentials(c.bridge)
-	c.node.CheckJoin = func(id string) error {
-		return redisbridge.CheckNotMember(ctx, c.join, c.node.ClientAddr, id, user, pass, c.bridge.ForwardTLS, logger)
+	j := newJoiner(c, logger)
+	c.node.CheckJoin = func(id string) error { return j.checkNotMember(ctx, id) }
+	if c.node.BootstrapExpect > 0 {
+		c.node.CheckJoin = checkFormation(ctx, c, logger)
 	}
-	c.node.CheckCluster = func(own string) error {
-		return redisbridge.CheckCluster(ctx, c.join, c.node.ClientAddr, own, user, pass, c.bridge.ForwardTLS, logger)
-	}
+	c.node.CheckCluster = func(own string) error { return j.checkCluster(ctx, own) }
 	node, err := server.Open(c.node)
 	if err != nil {
 		return nil, err
@@ -230,21 +232,24 @@ func startBridge(node *server.Node, bcfg redisbridge.Config, ln net.Listener, cl
 // joinCluster asks the members of --join, in the background, to add a
 // node that has no Raft state yet.
 func joinCluster(ctx context.Context, c *config, node *server.Node, logger *slog.Logger) {
-	if !node.NeedsJoin() {
-		return
+	if !node.NeedsJoin() || c.node.BootstrapExpect > 0 {
+		return // (formCluster joins)
 	}
-	user, pass := forwardCredentials(c.bridge)
+	j := newJoiner(c, logger)
 	go func() {
-		if err := redisbridge.JoinClusterAs(ctx, c.join, node.ID(), node.RaftAddr(), c.node.ClientAddr, user, pass, c.bridge.ForwardTLS, logger); err != nil {
+		if err := j.join(ctx, node.ID(), node.RaftAddr(), c.node.ClientAddr); err != nil {
 			logger.Warn("gave up joining", "err", err)
 		}
 	}()
 }
 
-// waitForStop returns when ctx ends (a signal: nil) or the RESP server
-// stops (its error).
-func waitForStop(ctx context.Context, serveErr <-chan error, logger *slog.Logger) error {
+// waitForStop returns when ctx ends (a signal: nil), the RESP server
+// stops (its error) or formation finds the node must not run (its error).
+func waitForStop(ctx context.Context, serveErr, formErr <-chan error, logger *slog.Logger) error {
 	select {
+	case err := <-formErr:
+		logger.Error("stopping", "err", err)
+		return err
 	case <-ctx.Done():
 		logger.Info("shutting down")
 		return nil

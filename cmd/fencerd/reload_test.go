@@ -203,8 +203,35 @@ func TestSIGHUP(t *testing.T) {
 	require.Eventually(t, func() bool { return logged("TLS reload failed") }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "node", s.cur.Load().cert.Leaf.Subject.CommonName, "the old certificate stays")
 
-	reloadCerts(nil, logger)
+	reloadCerts(nil, logger, "SIGHUP")
 	assert.True(t, logged("nothing to reload"))
+}
+
+// Changed files are reloaded without a signal (a Kubernetes Secret updated
+// in place); a broken pair is retried until it is good.
+func TestWatchCertFiles(t *testing.T) {
+	files := newTLSFiles(t)
+	files.install(t, testca.New(t, "CA"))
+	s, err := loadCertStore(tlsFlags{cert: files.cert, key: files.key})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	logged := func(want string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return bytes.Contains(buf.Bytes(), []byte(want))
+	}
+	stop := watchCertFiles(s, 10*time.Millisecond, logger)
+	defer stop()
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, logged("reloaded"), "unchanged files are not reloaded")
+
+	require.NoError(t, os.WriteFile(files.cert, nil, 0o600))
+	require.Eventually(t, func() bool { return logged("files changed: TLS reload failed") }, 5*time.Second, 10*time.Millisecond)
+	files.install(t, testca.New(t, "new CA"))
+	require.Eventually(t, func() bool { return s.cur.Load().cert.Leaf.Issuer.CommonName == "new CA" }, 5*time.Second, 10*time.Millisecond)
+	assert.True(t, logged("files changed: reloaded TLS certificates"))
 }
 
 type lockedWriter struct {

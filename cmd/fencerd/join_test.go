@@ -1,4 +1,4 @@
-package redisbridge
+package main
 
 import (
 	"bytes"
@@ -54,7 +54,8 @@ func TestCheckNotMemberWhileTheClusterForms(t *testing.T) {
 		defer ln.Close()
 		return ln.Addr().String()
 	}()
-	require.NoError(t, CheckNotMember(ctx, []string{dead, fakeMembers(t, 2)}, "self", "n9", "", "", nil, log))
+	j := &joiner{addrs: []string{dead, fakeMembers(t, 2)}, self: "self", log: log}
+	require.NoError(t, j.checkNotMember(ctx, "n9"))
 	var infos, warns int
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		switch {
