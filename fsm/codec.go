@@ -96,19 +96,20 @@ func (k *codec) count(n, minItem int, nonEmpty bool, tooMany string) (int, bool)
 	return int(v), true
 }
 
-// list returns the list a walk fills: s itself unless decoding; decoding,
-// n items in s's room if it has enough (so a caller can decode into an
-// array it allocated with the rest), else in a new slice, and nil for none.
-func list[T any](k *codec, s []T, n int) []T {
+// fit sizes the list a decoding walk fills to n items: in *s's room if it
+// has enough (so a caller can decode into an array it allocated with the
+// rest), else in a new slice, and nil for none. Encoding and sizing, it
+// leaves *s alone: a walk writes nothing to what it encodes.
+func fit[T any](k *codec, s *[]T, n int) {
 	switch {
 	case k.mode != decoding:
-		return s
 	case n == 0:
-		return nil
-	case n <= cap(s):
-		return s[:n]
+		*s = nil
+	case n <= cap(*s):
+		*s = (*s)[:n]
+	default:
+		*s = make([]T, n)
 	}
-	return make([]T, n)
 }
 
 // reading reports whether the walk is decoding and has met no error: when

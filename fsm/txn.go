@@ -70,7 +70,7 @@ func (t *Txn) Size() int {
 // when they have room (decodeTxn's one allocation).
 func (t *Txn) layout(k *codec) {
 	n, _ := k.count(len(t.Guards), minGuardLen, false, "%d guards in %d bytes")
-	t.Guards = list(k, t.Guards, n)
+	fit(k, &t.Guards, n)
 	for i := range t.Guards {
 		g := &t.Guards[i]
 		k.str(&g.Key)
@@ -81,7 +81,7 @@ func (t *Txn) layout(k *codec) {
 		}
 	}
 	n, _ = k.count(len(t.Scans), minScanLen, false, "%d scans in %d bytes")
-	t.Scans = list(k, t.Scans, n)
+	fit(k, &t.Scans, n)
 	for i := range t.Scans {
 		sc := &t.Scans[i]
 		k.str(&sc.Pattern)
@@ -95,7 +95,7 @@ func (t *Txn) layout(k *codec) {
 	if ok && n == 0 && k.mode == decoding {
 		k.fail("txn without commands")
 	}
-	t.Cmds = list(k, t.Cmds, n)
+	fit(k, &t.Cmds, n)
 	for i := range t.Cmds {
 		c := &t.Cmds[i]
 		k.command(c, i)
