@@ -66,6 +66,41 @@ func BenchmarkEncodeDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkTxnEncodeDecode is a transaction's encoding, length and
+// decoding: the usual one (a key read, one command), which decodes in one
+// allocation besides its strings, and a larger one.
+func BenchmarkTxnEncodeDecode(b *testing.B) {
+	acq := Command{Op: OpAcquire, Key: "orders:42", Owner: "3f0c1a9e-worker-7", TTL: 10000}
+	larger := &Txn{Scans: []Scan{{Pattern: "orders:*", Count: 4, Digest: 0x9e3779b97f4a7c15}}}
+	for i := range 4 {
+		k := "orders:" + strconv.Itoa(40+i)
+		larger.Guards = append(larger.Guards, Guard{Key: k, Mod: uint64(100 + i), Mem: uint64(i)})
+		larger.Cmds = append(larger.Cmds, Command{Op: OpAcquire, Key: k, Owner: "3f0c1a9e-worker-7", TTL: 10000})
+	}
+	for _, tc := range []struct {
+		name string
+		txn  *Txn
+	}{
+		{"one", &Txn{Guards: []Guard{{Key: "orders:42", Mod: 1234, Mem: 0}}, Cmds: []Command{acq}}},
+		{"guards=4,scans=1,cmds=4", larger},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := Command{Op: OpTxn, Txn: tc.txn}
+			buf := make([]byte, 0, 512)
+			b.ReportAllocs()
+			for range b.N {
+				buf = c.Encode(buf[:0])
+				if tc.txn.Size() != len(buf) {
+					b.Fatal("Size differs from the encoding's length")
+				}
+				if _, err := Decode(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // millionTable returns a table holding n leases.
 func millionTable(b *testing.B, n int) *Table {
 	b.Helper()

@@ -14,7 +14,7 @@ const (
 	decoding                  // read the field from d into its place
 )
 
-// codec walks a layout (Command.layout) in one of three modes, so that one
+// codec walks a layout (Command.layout, Txn.layout) in one of three modes, so that one
 // description of the fields serves the encoder, the decoder and the
 // length.
 type codec struct {
@@ -63,10 +63,23 @@ func (k *codec) bytes(p *string, limit uint64) {
 	}
 }
 
-// count is the uvarint count of a list of n items (what), each at least
-// minItem bytes: written as n, or read, and then refused if zero or more
-// than the bytes left could hold. It reports false if decoding failed.
-func (k *codec) count(n, minItem int, what string) (int, bool) {
+// u64 is a fixed 8-byte little-endian number.
+func (k *codec) u64(p *uint64) {
+	switch k.mode {
+	case encoding:
+		k.buf = binary.LittleEndian.AppendUint64(k.buf, *p)
+	case sizing:
+		k.n += 8
+	default:
+		*p = k.d.u64()
+	}
+}
+
+// count is the uvarint count of a list of n items, each at least minItem
+// bytes: written as n, or read, and then refused if more than the bytes
+// left could hold, or if zero and nonEmpty. tooMany is the error's text,
+// with the count and the bytes left. It reports false if decoding failed.
+func (k *codec) count(n, minItem int, nonEmpty bool, tooMany string) (int, bool) {
 	if k.mode != decoding {
 		v := uint64(n)
 		k.uvarint(&v)
@@ -76,11 +89,69 @@ func (k *codec) count(n, minItem int, what string) (int, bool) {
 	if k.d.err != nil {
 		return 0, false
 	}
-	if v == 0 || v > uint64(len(k.d.b))/uint64(minItem) {
-		k.d.err = fmt.Errorf("%w: %d %s in %d bytes", ErrBadEntry, v, what, len(k.d.b))
+	if nonEmpty && v == 0 || v > uint64(len(k.d.b))/uint64(minItem) {
+		k.d.err = fmt.Errorf("%w: "+tooMany, ErrBadEntry, v, len(k.d.b))
 		return 0, false
 	}
 	return int(v), true
+}
+
+// fit sizes the list a decoding walk fills to n items: in *s's room if it
+// has enough (so a caller can decode into an array it allocated with the
+// rest), else in a new slice, and nil for none. Encoding and sizing, it
+// leaves *s alone: a walk writes nothing to what it encodes.
+func fit[T any](k *codec, s *[]T, n int) {
+	switch {
+	case k.mode != decoding:
+	case n == 0:
+		*s = nil
+	case n <= cap(*s):
+		*s = (*s)[:n]
+	default:
+		*s = make([]T, n)
+	}
+}
+
+// reading reports whether the walk is decoding and has met no error: when
+// the checks of what it read apply.
+func (k *codec) reading() bool { return k.mode == decoding && k.d.err == nil }
+
+// fail refuses the entry being decoded as malformed, for the reason given.
+func (k *codec) fail(reason string) {
+	k.d.err = fmt.Errorf("%w: %s", ErrBadEntry, reason)
+}
+
+// command is command i of a transaction: a uvarint length, then its Encode
+// form, which must be a plain command's.
+func (k *codec) command(c *Command, i int) {
+	switch k.mode {
+	case encoding:
+		k.buf = binary.AppendUvarint(k.buf, uint64(c.encodedLen()))
+		k.buf = c.Encode(k.buf)
+		return
+	case sizing:
+		l := c.encodedLen()
+		k.n += uvarintLen(uint64(l)) + l
+		return
+	}
+	d := &k.d
+	size := d.uvarint()
+	switch {
+	case d.err != nil:
+		return
+	case uint64(len(d.b)) < size:
+		d.err = ErrShortEntry
+		return
+	case size == 0 || d.b[0] != EncodingVersion:
+		d.err = fmt.Errorf("%w: command %d of a txn is not a plain command", ErrBadEntry, i)
+		return
+	}
+	var err error
+	if *c, err = Decode(d.b[:size]); err != nil {
+		d.err = fmt.Errorf("command %d of the txn: %w", i, err)
+		return
+	}
+	d.b = d.b[size:]
 }
 
 func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }

@@ -111,14 +111,10 @@ const EncodingVersion byte = 1
 // command as a uvarint length and its Encode form.
 const BatchVersion byte = 2
 
-// TxnVersion is the version byte of a transaction (OpTxn): after it, a
-// uvarint count of guards, each a key, the uvarint position of its last write
-// and of its remembered release, in increasing key order; a uvarint count of
-// scans, each a pattern, a uvarint count and an 8-byte digest, in increasing
-// pattern order; then a
-// uvarint count (at least one) of commands, each a uvarint length and its
-// Encode form (version 1). A transaction may stand alone in an entry or be
-// one command of a batch.
+// TxnVersion is the version byte of a transaction (OpTxn): after it, its
+// guards, scans and commands as Txn.layout describes them, each command in
+// its Encode form (version 1). A transaction may stand alone in an entry or
+// be one command of a batch.
 const TxnVersion byte = 3
 
 // Limits of the encoding. The decoder rejects longer strings as corrupt;
@@ -360,7 +356,7 @@ func (c *Command) layout(k *codec, flags byte) {
 		}
 	}
 	if flags&flagWaiters != 0 {
-		if n, ok := k.count(len(c.Waiters), minKeyWaiterLen, "waiters"); ok && k.mode == decoding {
+		if n, ok := k.count(len(c.Waiters), minKeyWaiterLen, true, "%d waiters in %d bytes"); ok && k.mode == decoding {
 			c.Waiters = make([]KeyWaiter, n)
 		}
 		for i := range c.Waiters {

@@ -60,9 +60,10 @@
 //     Decode and encodedLen walk it with a codec in their mode (codec.go,
 //     with the decoder and the string and varint helpers). A batch
 //     (JoinEntries, DecodeEntry) wraps plain commands; a transaction
-//     (txn.go: Txn, its guards and scans) has a form of its own, described
-//     at TxnVersion. testdata/golden holds the bytes of every op and flag
-//     combination and of every snapshot version (golden_test.go): the
+//     (txn.go: Txn, its guards and scans) has a form of its own, also
+//     written once (Txn.layout) and walked by the same codec.
+//     testdata/golden holds the bytes of every op and flag combination,
+//     of transactions and of every snapshot version (golden_test.go): the
 //     format changes only on purpose.
 //   - apply.go: Apply, and applyInto, which dispatches each op to a method
 //     of its own (applyAcquire, applyRelease, ...); shared.go the shared

@@ -1,9 +1,6 @@
 package fsm
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // Txn is a command made of several lock commands. It is applied only if
 // every guard still holds; then its commands are applied in order, all at the
@@ -40,44 +37,72 @@ type Guard struct {
 	Mem uint64
 }
 
-// encode appends the transaction form (its layout is in TxnVersion's
-// comment); each command in it is a plain command's (Command.layout).
+// encode appends the transaction form: its version byte, then the fields
+// layout lists.
 func (t *Txn) encode(dst []byte) []byte {
-	dst = append(dst, TxnVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(t.Guards)))
-	for _, g := range t.Guards {
-		dst = appendString(dst, g.Key)
-		dst = binary.AppendUvarint(dst, g.Mod)
-		dst = binary.AppendUvarint(dst, g.Mem)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(t.Scans)))
-	for _, sc := range t.Scans {
-		dst = appendString(dst, sc.Pattern)
-		dst = binary.AppendUvarint(dst, sc.Count)
-		dst = binary.LittleEndian.AppendUint64(dst, sc.Digest)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(t.Cmds)))
-	for _, c := range t.Cmds {
-		dst = binary.AppendUvarint(dst, uint64(c.encodedLen()))
-		dst = c.Encode(dst)
-	}
-	return dst
+	k := codec{mode: encoding, buf: append(dst, TxnVersion)}
+	t.layout(&k)
+	return k.buf
 }
 
 // Size is the length of the transaction's encoding.
 func (t *Txn) Size() int {
-	n := 1 + uvarintLen(uint64(len(t.Guards))) + uvarintLen(uint64(len(t.Scans))) + uvarintLen(uint64(len(t.Cmds)))
-	for _, g := range t.Guards {
-		n += stringLen(g.Key) + uvarintLen(g.Mod) + uvarintLen(g.Mem)
+	k := codec{mode: sizing}
+	t.layout(&k)
+	return 1 + k.n
+}
+
+// layout is the one description of the transaction form (TxnVersion) after
+// its version byte: encode, Size and decodeTxn each walk it with a codec of
+// their mode. Strings are a uvarint length and the bytes.
+//
+//	uvarint count of guards, then each: key, uvarint Mod, uvarint Mem
+//	uvarint count of scans, then each: pattern, uvarint Count, 8-byte
+//	  little-endian Digest
+//	uvarint count (at least one) of commands, then each: a uvarint length
+//	  and its Encode form (a plain command, Command.layout)
+//
+// Decoding, the walk checks as it reads: each count against the bytes
+// left, guards in strictly increasing key order (no empty key), scans in
+// strictly increasing pattern order, and commands that are plain ones and
+// none of them a member, cluster ID or session command, so that one byte
+// string means one transaction. It fills the Guards and Cmds it is given
+// when they have room (decodeTxn's one allocation).
+func (t *Txn) layout(k *codec) {
+	n, _ := k.count(len(t.Guards), minGuardLen, false, "%d guards in %d bytes")
+	fit(k, &t.Guards, n)
+	for i := range t.Guards {
+		g := &t.Guards[i]
+		k.str(&g.Key)
+		k.uvarint(&g.Mod)
+		k.uvarint(&g.Mem)
+		if k.reading() && (g.Key == "" || i > 0 && g.Key <= t.Guards[i-1].Key) {
+			k.fail("txn guards not in increasing key order")
+		}
 	}
-	for _, sc := range t.Scans {
-		n += stringLen(sc.Pattern) + uvarintLen(sc.Count) + 8
+	n, _ = k.count(len(t.Scans), minScanLen, false, "%d scans in %d bytes")
+	fit(k, &t.Scans, n)
+	for i := range t.Scans {
+		sc := &t.Scans[i]
+		k.str(&sc.Pattern)
+		k.uvarint(&sc.Count)
+		k.u64(&sc.Digest)
+		if k.reading() && i > 0 && sc.Pattern <= t.Scans[i-1].Pattern {
+			k.fail("txn scans not in increasing pattern order")
+		}
 	}
-	for _, c := range t.Cmds {
-		l := c.encodedLen()
-		n += uvarintLen(uint64(l)) + l
+	n, ok := k.count(len(t.Cmds), minEncodedLen, false, "txn of %d commands in %d bytes")
+	if ok && n == 0 && k.mode == decoding {
+		k.fail("txn without commands")
 	}
-	return n
+	fit(k, &t.Cmds, n)
+	for i := range t.Cmds {
+		c := &t.Cmds[i]
+		k.command(c, i)
+		if k.reading() && (c.Op == OpMember || c.Op == OpClusterID || c.Op.IsSession() || c.hasSessionPart()) {
+			k.fail("member, cluster ID or session command in a txn")
+		}
+	}
 }
 
 // minScanLen is the fewest bytes a scan takes: an empty pattern, a count and
@@ -88,10 +113,8 @@ const minScanLen = 1 + 1 + 8
 // one-byte varints.
 const minGuardLen = 2 + 2
 
-// decodeTxn parses a transaction after its version byte. Guards must be in
-// strictly increasing key order and there must be at least one command, none
-// of them a member entry or a transaction, so one byte string means one
-// transaction.
+// decodeTxn parses a transaction after its version byte (layout has its
+// checks), with nothing after its last command.
 func decodeTxn(d decoder) (Command, error) {
 	// The usual transaction, a key read and one command, in one allocation.
 	one := &struct {
@@ -101,71 +124,13 @@ func decodeTxn(d decoder) (Command, error) {
 	}{}
 	t := &one.t
 	t.Guards, t.Cmds = one.g[:0], one.c[:0]
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b))/minGuardLen {
-		return Command{}, fmt.Errorf("%w: %d guards in %d bytes", ErrBadEntry, n, len(d.b))
+	k := codec{mode: decoding, d: d}
+	t.layout(&k)
+	if k.d.err != nil {
+		return Command{}, k.d.err
 	}
-	switch {
-	case d.err == nil && n > 1:
-		t.Guards = make([]Guard, 0, n)
-	case n == 0:
-		t.Guards = nil
-	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		g := Guard{Key: d.string()}
-		g.Mod = d.uvarint()
-		g.Mem = d.uvarint()
-		if d.err == nil && (g.Key == "" || len(t.Guards) > 0 && g.Key <= t.Guards[len(t.Guards)-1].Key) {
-			return Command{}, fmt.Errorf("%w: txn guards not in increasing key order", ErrBadEntry)
-		}
-		t.Guards = append(t.Guards, g)
-	}
-	ns := d.uvarint()
-	if d.err == nil && ns > uint64(len(d.b))/minScanLen {
-		return Command{}, fmt.Errorf("%w: %d scans in %d bytes", ErrBadEntry, ns, len(d.b))
-	}
-	for i := uint64(0); i < ns && d.err == nil; i++ {
-		sc := Scan{Pattern: d.string(), Count: d.uvarint(), Digest: d.u64()}
-		if d.err == nil && len(t.Scans) > 0 && sc.Pattern <= t.Scans[len(t.Scans)-1].Pattern {
-			return Command{}, fmt.Errorf("%w: txn scans not in increasing pattern order", ErrBadEntry)
-		}
-		t.Scans = append(t.Scans, sc)
-	}
-	m := d.uvarint()
-	switch {
-	case d.err != nil:
-		return Command{}, d.err
-	case m == 0:
-		return Command{}, fmt.Errorf("%w: txn without commands", ErrBadEntry)
-	case m > uint64(len(d.b))/minEncodedLen:
-		return Command{}, fmt.Errorf("%w: txn of %d commands in %d bytes", ErrBadEntry, m, len(d.b))
-	}
-	if m > 1 {
-		t.Cmds = make([]Command, 0, m)
-	}
-	for range m {
-		size := d.uvarint()
-		if d.err != nil {
-			return Command{}, d.err
-		}
-		if uint64(len(d.b)) < size {
-			return Command{}, ErrShortEntry
-		}
-		if size == 0 || d.b[0] != EncodingVersion {
-			return Command{}, fmt.Errorf("%w: command %d of a txn is not a plain command", ErrBadEntry, len(t.Cmds))
-		}
-		c, err := Decode(d.b[:size])
-		if err != nil {
-			return Command{}, fmt.Errorf("command %d of the txn: %w", len(t.Cmds), err)
-		}
-		if c.Op == OpMember || c.Op == OpClusterID || c.Op.IsSession() || c.hasSessionPart() {
-			return Command{}, fmt.Errorf("%w: member, cluster ID or session command in a txn", ErrBadEntry)
-		}
-		t.Cmds = append(t.Cmds, c)
-		d.b = d.b[size:]
-	}
-	if len(d.b) != 0 {
-		return Command{}, fmt.Errorf("%w: %d trailing bytes", ErrBadEntry, len(d.b))
+	if len(k.d.b) != 0 {
+		return Command{}, fmt.Errorf("%w: %d trailing bytes", ErrBadEntry, len(k.d.b))
 	}
 	return Command{Op: OpTxn, Txn: t}, nil
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -76,6 +77,51 @@ func TestTxnDecodeRejects(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBadEntry, "trailing bytes")
 	_, err = Decode(valid[:len(valid)-1])
 	assert.ErrorIs(t, err, ErrShortEntry, "truncated")
+}
+
+// Each check of the transaction form refuses with its own reason, at the
+// point the decoder reads the field it checks (so a later truncation does
+// not hide it).
+func TestTxnDecodeReasons(t *testing.T) {
+	rel := release("a", "o").Encode(nil)
+	cmd := append([]byte{byte(len(rel))}, rel...)
+	txn := func(parts ...[]byte) []byte {
+		b := []byte{TxnVersion}
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	guard := func(k string) []byte { return append(append([]byte{byte(len(k))}, k...), 5, 0) }
+	scan := func(p string) []byte {
+		return append(append([]byte{byte(len(p))}, p...), 1, 0, 0, 0, 0, 0, 0, 0, 0)
+	}
+	session := Command{Op: OpAcquire, Key: "a", Owner: "o", Session: 3}.Encode(nil)
+	tests := []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"guards beyond the bytes", txn([]byte{3}, guard("a"), guard("b")), "fsm: malformed entry: 3 guards in 8 bytes"},
+		{"guards unordered, then cut short", txn([]byte{3}, guard("b"), guard("a"), []byte{1, 0, 0, 0, 0}), "fsm: malformed entry: txn guards not in increasing key order"},
+		{"empty guard key", txn([]byte{1, 0, 0, 0}, []byte{0}, cmd), "fsm: malformed entry: txn guards not in increasing key order"},
+		{"scans beyond the bytes", txn([]byte{0, 2}, scan("a")), "fsm: malformed entry: 2 scans in 11 bytes"},
+		{"scans unordered", txn([]byte{0, 2}, scan("b"), scan("a"), []byte{1}, cmd), "fsm: malformed entry: txn scans not in increasing pattern order"},
+		{"commands beyond the bytes", txn([]byte{0, 0, 2}, cmd), fmt.Sprintf("fsm: malformed entry: txn of 2 commands in %d bytes", len(cmd))},
+		{"no commands", txn([]byte{1}, guard("a"), []byte{0, 0}), "fsm: malformed entry: txn without commands"},
+		{"empty command", txn([]byte{0, 0, 1, 0}, cmd), "fsm: malformed entry: command 0 of a txn is not a plain command"},
+		{"command longer than the entry", txn([]byte{0, 0, 1, byte(len(rel) + 1)}, rel), "fsm: entry is truncated"},
+		{"session command", txn([]byte{0, 0, 1, byte(len(session))}, session), "fsm: malformed entry: member, cluster ID or session command in a txn"},
+		{"bad second command", txn([]byte{0, 0, 2}, cmd, []byte{8, EncodingVersion, 99, 0, 1, 'a', 1, 'o', 1}), "command 1 of the txn: fsm: malformed entry: unknown op 99"},
+		{"trailing", txn([]byte{0, 0, 1}, cmd, []byte{7}), "fsm: malformed entry: 1 trailing bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.b)
+			require.Error(t, err)
+			assert.Equal(t, tc.want, err.Error())
+		})
+	}
 }
 
 // A transaction whose guards hold applies every command at one position: the
