@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -437,6 +438,37 @@ func TestWatchSlowWatcherGetsReset(t *testing.T) {
 	}
 	w := watchRaw(t, d.addr, key, -1, dial)
 	start := w.next(10 * time.Second)
+	// The watcher reads slowly while the writers run (a millisecond an
+	// event, slower than the node makes them), so that its events pile up
+	// on the node, which drops them and sends a reset; it never stops
+	// reading, which the node would take for a dead client (a write that
+	// blocks for 10 s closes the connection), however long the writes take
+	// on a loaded machine.
+	type wRead struct {
+		e   wEvent
+		err error
+	}
+	events := make(chan wRead, 1<<17)
+	var writing atomic.Bool
+	writing.Store(true)
+	go func() {
+		for {
+			_ = w.conn.SetReadDeadline(time.Now().Add(time.Minute))
+			v, err := resp.ReadValue(w.rd)
+			if err != nil {
+				events <- wRead{err: err}
+				return
+			}
+			if v.Kind != resp.Push || len(v.Elems) != 7 || v.Elems[0].Str != "fence.event" {
+				events <- wRead{err: fmt.Errorf("not an event: %v", v)}
+				return
+			}
+			events <- wRead{e: wEvent{kind: v.Elems[2].Str, owner: v.Elems[4].Str, pos: uint64(v.Elems[3].Int), token: uint64(v.Elems[5].Int)}}
+			if writing.Load() {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
 
 	// 32 connections set the key to new values of 1 KiB, 700 each: every
 	// SET of a new value is a grant. That is about 22 MB of events, far
@@ -464,6 +496,7 @@ func TestWatchSlowWatcherGetsReset(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	writing.Store(false)
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
@@ -485,7 +518,16 @@ func TestWatchSlowWatcherGetsReset(t *testing.T) {
 	var lastPos uint64 = start.pos
 	var holder wEvent
 	for holder.token != uint64(finalToken) || holder.owner != finalOwner {
-		e := w.next(30 * time.Second)
+		var e wEvent
+		select {
+		case r := <-events:
+			if r.err != nil {
+				t.Fatalf("reading a watch: %v", r.err)
+			}
+			e = r.e
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no event for 30 s; the holder is %+v, want %s with token %d", holder, finalOwner[:8], finalToken)
+		}
 		got++
 		if e.pos < lastPos {
 			t.Fatalf("event %+v goes back from %d", e, lastPos)
