@@ -136,7 +136,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 			}
 			mine, token = mine+1, l.Token
 		case !held:
-			if last, ok := g.table.LastReleased(k); ok && last == m.owner {
+			if g.table.Refuses(k, m.owner) {
 				return acquireStep{act: actRefuse}
 			}
 			free++

@@ -237,6 +237,20 @@ func (g *grants) waiting() int {
 	return g.waits.count()
 }
 
+// releasing answers owner's single-key wait for key, if it has one queued,
+// "not granted" and takes it out of the queue (its owner releases key: it
+// gave up), then returns the first waiter left, as headWaiter does. A
+// grant to that wait already in flight reaches no caller: the release
+// entry, which comes after it, frees it.
+func (g *grants) releasing(key, owner string) *fsm.Waiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.waits.take(key, owner); w != nil {
+		w.answer(waitOutcome{})
+	}
+	return g.headWaiterLocked(key)
+}
+
 // headWaiter returns the first waiter for key as an fsm.Waiter, or nil.
 func (g *grants) headWaiter(key string) *fsm.Waiter {
 	g.mu.Lock()
