@@ -228,3 +228,46 @@ func TestReleaseByNonHolderSurvivesLeaderChange(t *testing.T) {
 	require.NoError(t, a.err)
 	assert.False(t, a.ok, "the new leader handed the lock to the owner after its release")
 }
+
+// The same for several keys: a multi-key wait ends with its owner's release
+// of one of its keys, and FENCE.MRELEASE ends the owner's waits and refuses
+// its later acquire of each key as FENCE.RELEASE does.
+func TestReleaseEndsMultiKeyWaitsAndMReleaseGivesUp(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := ctxT(t)
+	mustAcquire(t, n, "a", "holder", 10*time.Second)
+	ch := make(chan acquired, 1)
+	go func() {
+		g, ok, err := n.AcquireMany(ctx, MultiAcquire{Keys: []string{"a", "b"}, Owner: "quitter", TTL: 10 * time.Second, Wait: 8 * time.Second})
+		ch <- acquired{g, ok, err}
+	}()
+	require.Eventually(t, func() bool { return n.grants.waiting() == 2 }, 5*time.Second, 5*time.Millisecond,
+		"the multi-key wait stands in both queues")
+	released, err := n.Release(ctx, "b", "quitter")
+	require.NoError(t, err)
+	assert.False(t, released)
+	a := answeredWithin(t, ch, 2*time.Second, "the multi-key wait after its owner's release")
+	require.NoError(t, a.err)
+	assert.False(t, a.ok)
+	assert.Zero(t, n.grants.waiting())
+
+	go func() {
+		g, ok, err := n.Acquire(ctx, "a", "quitter2", 10*time.Second, 8*time.Second)
+		ch <- acquired{g, ok, err}
+	}()
+	waitingFor(t, n, 1)
+	count, err := n.ReleaseMany(ctx, []string{"a", "c"}, "quitter2", 0)
+	require.NoError(t, err)
+	assert.Zero(t, count)
+	a = answeredWithin(t, ch, 2*time.Second, "the wait after its owner's MRELEASE")
+	require.NoError(t, a.err)
+	assert.False(t, a.ok)
+	released, err = n.Release(ctx, "a", "holder")
+	require.NoError(t, err)
+	require.True(t, released)
+	for _, k := range []string{"a", "c"} {
+		_, ok, err := n.Acquire(ctx, k, "quitter2", time.Second, 0)
+		require.NoError(t, err)
+		assert.False(t, ok, "%s granted to its owner after its MRELEASE", k)
+	}
+}
