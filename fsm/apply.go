@@ -244,7 +244,10 @@ func (t *Table) applyProclaim(r *Result, pos uint64, c *Command, cur *Lease) {
 }
 
 // applyRelease frees the holder's lock and, unless under Redis semantics,
-// remembers the release.
+// remembers the release. With GiveUp a release by an owner that holds
+// nothing on the key is remembered too, at pos (keeping the token of the
+// owner's remembered release, if any; else 0): it answers as it would
+// without GiveUp.
 func (t *Table) applyRelease(r *Result, pos uint64, c *Command, cur *Lease) {
 	switch {
 	case cur != nil && cur.holds(c.Owner, c.Session):
@@ -253,6 +256,13 @@ func (t *Table) applyRelease(r *Result, pos uint64, c *Command, cur *Lease) {
 			t.remember(c.Key, cur.Owner, cur.Token, pos)
 		}
 		r.Code = Released
+	case c.GiveUp && (cur == nil || cur.Owner != c.Owner):
+		token := t.releasedToken(c.Key, c.Owner)
+		t.remember(c.Key, c.Owner, token, pos)
+		r.Code = NotHolder
+		if token != 0 {
+			r.Code = AlreadyReleased
+		}
 	case !c.Redis && t.remembered(c.Key, c.Owner):
 		r.Code = AlreadyReleased
 	default:

@@ -16,7 +16,8 @@ const (
 	OpAcquire Op = 1
 	// OpExtend renews Owner's lease on Key for TTL.
 	OpExtend Op = 2
-	// OpRelease frees Key if Owner holds it and remembers the release.
+	// OpRelease frees Key if Owner holds it and remembers the release
+	// (with GiveUp, also when Owner holds nothing).
 	OpRelease Op = 3
 	// OpExpire frees Key if its lease is still the one named by Token and
 	// Version (it was not renewed since the leader timed it).
@@ -208,6 +209,15 @@ type Command struct {
 	// does not refuse the acquire.
 	Redis bool
 
+	// GiveUp, on a release outside a session and without Redis, remembers
+	// it even if Owner does not hold Key (token 0: nothing was released):
+	// the owner gave up, so an acquire or hand-off of Key to it that comes
+	// after is refused until someone else is granted Key after the release
+	// (Table.refuses). Releases without it are not remembered when Owner
+	// holds nothing, as before it existed: entries written then apply as
+	// they did.
+	GiveUp bool
+
 	// Txn holds the guards and commands of an OpTxn (and nothing else).
 	Txn *Txn
 
@@ -250,7 +260,9 @@ const (
 	// permits, then the waiter's if flagWaiter, then each session end
 	// waiter's if flagWaiters.
 	flagShared = 1 << 6
-	flagKnown  = flagLease | flagWaiter | flagRedis | flagKeep | flagSession | flagWaiters | flagShared
+	// flagGiveUp: Command.GiveUp (no part of its own).
+	flagGiveUp = 1 << 7
+	flagKnown  = flagLease | flagWaiter | flagRedis | flagKeep | flagSession | flagWaiters | flagShared | flagGiveUp
 )
 
 // Decoding errors.
@@ -300,6 +312,9 @@ func (c *Command) flags() byte {
 	}
 	if c.hasSharedPart() {
 		flags |= flagShared
+	}
+	if c.GiveUp {
+		flags |= flagGiveUp
 	}
 	return flags
 }
@@ -430,6 +445,7 @@ func Decode(b []byte) (Command, error) {
 	}
 	c.Redis = flags&flagRedis != 0
 	c.KeepTTL = flags&flagKeep != 0
+	c.GiveUp = flags&flagGiveUp != 0
 	k := codec{mode: decoding, d: d}
 	c.layout(&k, flags)
 	d = k.d
@@ -539,6 +555,9 @@ const minKeyWaiterLen = 2 + 2 + 1 + 1 + 1
 
 // validate checks the fields each operation needs.
 func (c *Command) validate() error {
+	if c.GiveUp && (c.Op != OpRelease || c.Redis || c.Session != 0 || c.Mode != ModeNone) {
+		return fmt.Errorf("%w: give-up flag on a %s, a Redis release or one under a session", ErrBadEntry, c.Op)
+	}
 	if c.Op.IsSession() {
 		return c.validateSession()
 	}

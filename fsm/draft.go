@@ -143,11 +143,11 @@ func (d *Draft) Remembered(key, owner string) bool {
 	return d.t.remembered(key, owner)
 }
 
-// LastReleased returns the owner of key's newest remembered release in the
-// draft's memory, if any: an acquire by that owner is refused.
-func (d *Draft) LastReleased(key string) (string, bool) {
+// Refuses reports whether the draft's memory refuses an acquire of key by
+// owner (Table.Refuses).
+func (d *Draft) Refuses(key, owner string) bool {
 	d.load(key)
-	return d.t.lastReleased(key)
+	return d.t.refuses(key, owner)
 }
 
 // Scan lists the table's keys matching pattern (a Redis glob), whatever

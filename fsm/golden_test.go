@@ -38,7 +38,8 @@ func goldenCommands() (names []string, entries [][]byte, cmds [][]Command) {
 		names, entries, cmds = append(names, name), append(entries, b), append(cmds, cs)
 	}
 	for _, op := range ops {
-		for flags := byte(0); flags <= flagKnown; flags++ {
+		for f := 0; f <= flagKnown; f++ {
+			flags := byte(f)
 			for vi, c := range goldenVariants(op, flags) {
 				b := c.Encode(nil)
 				if b[2] != flags {
@@ -106,6 +107,9 @@ func goldenVariants(op Op, flags byte) []Command {
 		if flags&flagKeep != 0 {
 			c.KeepTTL = true
 			c.TTL = 0
+		}
+		if flags&flagGiveUp != 0 {
+			c.GiveUp = true
 		}
 		if flags&flagSession != 0 {
 			switch {

@@ -176,7 +176,9 @@ func TestRestoresReleaseMemoryOfEveryVersion(t *testing.T) {
 		for i := 0; i < len(mem); i += 2 {
 			b = appendString(b, mem[i])   // key
 			b = appendString(b, mem[i+1]) // owner
-			b = append(b, 0, byte(2+i))   // token, position
+			// token, position (a release of a grant: token 0 is a
+			// give-up's, Command.GiveUp, that released nothing)
+			b = append(b, 1, byte(2+i))
 		}
 		b = append(b, 0, 0) // no members, no sessions
 		if version >= 7 {

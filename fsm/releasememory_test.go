@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math/rand"
 	"testing"
 
@@ -119,4 +121,84 @@ func TestNewestReleaseIsRememberedAsBefore(t *testing.T) {
 			require.Equal(t, n, a.t.memCount, "seed %d", seed)
 		}
 	}
+}
+
+func giveUp(key, owner string) Command {
+	return Command{Op: OpRelease, Key: key, Owner: owner, GiveUp: true}
+}
+
+// A release with GiveUp by an owner that holds nothing is remembered
+// (token 0): the owner's acquire and hand-off after it are refused until
+// someone else is granted the key after it; its repeat answers as it did
+// (NotHolder). A release without the flag, as every entry written before it,
+// is not remembered when the owner holds nothing.
+func TestGiveUpReleaseRefusesLaterGrants(t *testing.T) {
+	a := newApplier()
+	// Without the flag: as before.
+	require.Equal(t, NotHolder, a.apply(t, release("old", "o")).Code)
+	require.Equal(t, Granted, a.apply(t, acquire("old", "o", 1000)).Code)
+
+	// On a free key.
+	require.Equal(t, NotHolder, a.apply(t, giveUp("free", "o")).Code)
+	require.Equal(t, Refused, a.apply(t, acquire("free", "o", 1000)).Code)
+	require.Equal(t, NotHolder, a.apply(t, giveUp("free", "o")).Code, "a repeat released nothing either")
+	require.Equal(t, NotHolder, a.apply(t, release("free", "o")).Code)
+	r := a.apply(t, Command{Op: OpGrant, Key: "free", Waiter: &Waiter{Owner: "o", TTL: 1000}})
+	require.Equal(t, WaiterRefused, r.Waiter)
+	require.False(t, a.t.Has("free"))
+	// Another owner's give-up after it does not lift the refusal.
+	require.Equal(t, NotHolder, a.apply(t, giveUp("free", "p")).Code)
+	require.Equal(t, Refused, a.apply(t, acquire("free", "o", 1000)).Code)
+	// A grant to another after it does.
+	require.Equal(t, Granted, a.apply(t, acquire("free", "q", 1000)).Code)
+	require.Equal(t, Released, a.apply(t, release("free", "q")).Code)
+	require.Equal(t, Granted, a.apply(t, acquire("free", "o", 1000)).Code)
+
+	// Held by x across o's give-up: x's release hands the key to o's
+	// wait, and that is refused; so is o's acquire; x's is, as before.
+	require.Equal(t, Granted, a.apply(t, acquire("held", "x", 1000)).Code)
+	require.Equal(t, NotHolder, a.apply(t, giveUp("held", "o")).Code)
+	rel := release("held", "x")
+	rel.Waiter = &Waiter{Owner: "o", TTL: 1000}
+	r = a.apply(t, rel)
+	require.Equal(t, Released, r.Code)
+	require.Equal(t, WaiterRefused, r.Waiter)
+	require.Equal(t, Refused, a.apply(t, acquire("held", "o", 1000)).Code)
+	require.Equal(t, Refused, a.apply(t, acquire("held", "x", 1000)).Code)
+	require.Equal(t, Granted, a.apply(t, acquire("held", "y", 1000)).Code)
+
+	// A holder's give-up is its release; a repeat of it keeps answering
+	// as a remembered release, and renews the refusal.
+	require.Equal(t, Granted, a.apply(t, acquire("mine", "m", 1000)).Code)
+	require.Equal(t, Released, a.apply(t, giveUp("mine", "m")).Code)
+	require.Equal(t, Granted, a.apply(t, acquire("mine", "n", 1000)).Code)
+	require.Equal(t, Released, a.apply(t, release("mine", "n")).Code)
+	require.Equal(t, AlreadyReleased, a.apply(t, giveUp("mine", "m")).Code)
+	require.Equal(t, Refused, a.apply(t, acquire("mine", "m", 1000)).Code)
+
+	// A snapshot keeps the give-ups.
+	snap := a.t.MarshalSnapshot()
+	b := New()
+	require.NoError(t, b.Restore(io.NopCloser(bytes.NewReader(snap))))
+	require.True(t, b.Refuses("held", "o"))
+	require.False(t, b.Refuses("held", "y"))
+	require.True(t, b.Refuses("mine", "m"))
+	require.Equal(t, snap, b.MarshalSnapshot())
+}
+
+// GiveUp belongs to a plain release only.
+func TestGiveUpFlagOnlyOnAPlainRelease(t *testing.T) {
+	for _, c := range []Command{
+		{Op: OpAcquire, Key: "k", Owner: "o", TTL: 1, GiveUp: true},
+		{Op: OpRelease, Key: "k", Owner: "o", Redis: true, GiveUp: true},
+		{Op: OpRelease, Key: "k", Owner: "o", Session: 3, GiveUp: true},
+		{Op: OpSessionClose, Session: 3, GiveUp: true},
+	} {
+		_, err := Decode(c.Encode(nil))
+		require.ErrorIs(t, err, ErrBadEntry, "%+v", c)
+	}
+	c := giveUp("k", "o")
+	got, err := Decode(c.Encode(nil))
+	require.NoError(t, err)
+	require.Equal(t, c, got)
 }

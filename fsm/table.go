@@ -395,37 +395,84 @@ func findRelease(rs []released, owner string) int {
 	return -1
 }
 
+// remembered reports whether owner's release of key is remembered as a
+// release of a grant (token not 0; a give-up by an owner that held nothing
+// is not one: its repeat answers as it did).
 func (t *Table) remembered(key, owner string) bool {
-	if findRelease(t.mem[key], owner) >= 0 {
-		return true
+	return t.releasedToken(key, owner) != 0
+}
+
+// releasedToken returns the token of owner's remembered release of key: 0
+// if there is none, or it is a give-up (Command.GiveUp) of an owner that
+// held nothing.
+func (t *Table) releasedToken(key, owner string) uint64 {
+	rs := t.releases(key)
+	if i := findRelease(rs, owner); i >= 0 {
+		return rs[i].token
 	}
-	if b := t.memBase; b != nil {
-		b.mu.RLock()
-		defer b.mu.RUnlock()
-		return findRelease(b.mem[key], owner) >= 0
+	return 0
+}
+
+// releases returns key's remembered releases, oldest first; a draft's
+// own after its base's (a release in both is the draft's, the newer).
+// The caller must not change them.
+func (t *Table) releases(key string) []released {
+	rs := t.mem[key]
+	b := t.memBase
+	if b == nil {
+		return rs
 	}
-	return false
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	base := b.mem[key]
+	if len(base) == 0 {
+		return rs
+	}
+	out := make([]released, 0, len(base)+len(rs))
+	for _, x := range base {
+		if findRelease(rs, x.owner) < 0 {
+			out = append(out, x)
+		}
+	}
+	return append(out, rs...)
 }
 
 func (t *Table) lastReleased(key string) (string, bool) {
-	if rs := t.mem[key]; len(rs) > 0 {
+	if rs := t.releases(key); len(rs) > 0 {
 		return rs[len(rs)-1].owner, true
-	}
-	if b := t.memBase; b != nil {
-		b.mu.RLock()
-		defer b.mu.RUnlock()
-		if rs := b.mem[key]; len(rs) > 0 {
-			return rs[len(rs)-1].owner, true
-		}
 	}
 	return "", false
 }
 
+// Refuses reports whether an acquire of key by owner is refused (see
+// refuses).
+func (t *Table) Refuses(key, owner string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.refuses(key, owner)
+}
+
 // refuses reports whether an acquire of key by owner is refused: owner's
-// release is the key's newest remembered one.
+// release of it is remembered and nobody was granted key after it, as far
+// as the releases remembered since tell (a later release of a grant made
+// after owner's, token at or after its position, says someone was). With
+// releases of grants only, that is exactly "owner's release is the key's
+// newest", as it was before give-ups existed: grants of a plain lock do
+// not overlap, so every later release's grant came after owner's release.
+// A give-up (token 0), or the release of a grant made before owner gave
+// up (held across it), does not lift the refusal.
 func (t *Table) refuses(key, owner string) bool {
-	last, ok := t.lastReleased(key)
-	return ok && last == owner
+	rs := t.releases(key)
+	i := findRelease(rs, owner)
+	if i < 0 {
+		return false
+	}
+	for _, later := range rs[i+1:] {
+		if later.token >= rs[i].pos {
+			return false
+		}
+	}
+	return true
 }
 
 // remember adds owner's release of key at pos, the newest. An owner that

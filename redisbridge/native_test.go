@@ -112,7 +112,10 @@ func TestNativeReplies(t *testing.T) {
 	_, err = do(t, c, "FENCE.TOKEN", "a")
 	assert.Equal(t, redis.Nil, err)
 
-	got, err = do(t, c, "FENCE.ACQUIRE", "a", "you", 10000)
+	// you released (gave up) while me held: nothing more is granted to it.
+	_, err = do(t, c, "FENCE.ACQUIRE", "a", "you", 10000)
+	assert.Equal(t, redis.Nil, err, "an owner that gave up the key gets null after")
+	got, err = do(t, c, "FENCE.ACQUIRE", "a", "them", 10000)
 	require.NoError(t, err)
 	assert.Greater(t, got.([]any)[0].(int64), tok, "next owner's token is larger")
 

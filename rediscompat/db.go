@@ -21,7 +21,7 @@ type store interface {
 	Put(key string, kind fsm.Kind, value string, ttl time.Duration, keepTTL bool) error
 	Del(key string) (bool, error)
 	Remembered(key, owner string) (bool, error)
-	LastReleased(key string) (string, bool, error)
+	Refuses(key, owner string) (bool, error)
 	Release(key, owner string, redis bool) (bool, error)
 	Keys(pattern string) []string
 }
@@ -400,18 +400,20 @@ func (d *db) ownValue(e *entry) bool {
 }
 
 // refusedValue reports whether writing value v to e is refused under
-// --redlock-multi-endpoint: v's release is the key's newest remembered one,
-// so a delayed acquire or extend by v cannot bring the released lock back
-// (as FENCE.ACQUIRE is refused; an older release's owner may write the key
-// again, as its next attempt may: someone else took it since).
+// --redlock-multi-endpoint: the release memory refuses v's acquire (v's
+// release is the key's newest remembered one, or v gave the key up with
+// FENCE.RELEASE and nobody took it since), so a delayed acquire or extend
+// by v cannot bring the released lock back (as FENCE.ACQUIRE is refused;
+// an older release's owner may write the key again, as its next attempt
+// may: someone else took it since).
 func (d *db) refusedValue(e *entry, v string) bool {
 	if !d.multi || e.exists && e.kind == fsm.KindString && e.str == v {
 		return false
 	}
-	last, ok, err := d.st.LastReleased(e.key)
+	refused, err := d.st.Refuses(e.key, v)
 	if err != nil {
 		d.fail(err)
 		return true
 	}
-	return ok && last == v
+	return refused
 }

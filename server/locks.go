@@ -178,8 +178,11 @@ func (n *Node) Extend(ctx context.Context, key, owner string, ttl time.Duration)
 
 // Release frees key if owner holds it, handing it to the first waiter in the
 // same commit. It reports true if the lock was released, or if owner's
-// release of it is remembered (a repeated release). (A release with Redis's
-// semantics, not remembered, is Tx.Release.)
+// release of it is remembered (a repeated release). Whether or not owner
+// holds key, its wait for key is answered "not granted", and nothing is
+// granted to it after the release: a plain lock's acquire by owner is
+// refused until someone else is granted key after it. (A release with
+// Redis's semantics, not remembered, is Tx.Release.)
 func (n *Node) Release(ctx context.Context, key, owner string) (released bool, err error) {
 	return n.release(ctx, key, owner, 0)
 }
@@ -192,7 +195,12 @@ func (n *Node) release(ctx context.Context, key, owner string, session uint64) (
 	if err := n.waitReady(ctx); err != nil {
 		return false, err
 	}
-	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Session: session, Waiter: n.grants.headWaiter(key)}
+	// The owner gives up the key: its wait for it ends here, and (outside
+	// a session) the entry remembers the release even if it holds nothing
+	// yet, so no grant to it on its way (an acquire or wait round in
+	// flight, a hand-off) takes effect after it.
+	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Session: session, GiveUp: session == 0,
+		Waiter: n.grants.releasing(key, owner)}
 	r, err := n.propose(ctx, c)
 	if err != nil {
 		return false, err

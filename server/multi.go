@@ -79,7 +79,8 @@ func (n *Node) AcquireMany(ctx context.Context, a MultiAcquire) (g Grant, grante
 				timer.Stop()
 				continue
 			case o := <-m.done:
-				// Answered: the node stopped leading.
+				// Answered: the node stopped leading, a newer round
+				// took its place, or the owner released one of its keys.
 				timer.Stop()
 				queued = false
 				return Grant{}, false, o.err
@@ -136,7 +137,7 @@ func (g *grants) planMany(m *waiter, waits bool, queued *bool) acquireStep {
 			}
 			mine, token = mine+1, l.Token
 		case !held:
-			if last, ok := g.table.LastReleased(k); ok && last == m.owner {
+			if g.table.Refuses(k, m.owner) {
 				return acquireStep{act: actRefuse}
 			}
 			free++
@@ -238,7 +239,8 @@ func (n *Node) ReleaseMany(ctx context.Context, keys []string, owner string, ses
 		return 0, invalid("session", "several keys at once cannot be held under a session")
 	}
 	txn, err := n.manyTxn(ctx, keys, owner, func(k string) fsm.Command {
-		return fsm.Command{Op: fsm.OpRelease, Key: k, Owner: owner, Waiter: txnWaiter(n.grants.headWaiter(k))}
+		// As Release: the owner's waits end, and its give-up is remembered.
+		return fsm.Command{Op: fsm.OpRelease, Key: k, Owner: owner, GiveUp: true, Waiter: txnWaiter(n.grants.releasing(k, owner))}
 	})
 	if err != nil {
 		return 0, err

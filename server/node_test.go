@@ -92,8 +92,12 @@ func TestAcquireReleaseTokens(t *testing.T) {
 	_, ok, err = n.Acquire(ctx, "a", "me", 10*time.Second, 0)
 	require.NoError(t, err)
 	assert.False(t, ok, "a released owner cannot resurrect its lock")
+	// you released (gave up) while me held: nothing more is granted to it.
+	_, ok, err = n.Acquire(ctx, "a", "you", 10*time.Second, 0)
+	require.NoError(t, err)
+	assert.False(t, ok, "an owner that gave up the key is not granted it after")
 
-	g2 := mustAcquire(t, n, "a", "you", 10*time.Second)
+	g2 := mustAcquire(t, n, "a", "them", 10*time.Second)
 	assert.Greater(t, g2.Token, g1.Token)
 	ok, err = n.Check(ctx, "a", g1.Token)
 	require.NoError(t, err)

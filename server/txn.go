@@ -285,15 +285,15 @@ func (tx *Tx) Remembered(key, owner string) (bool, error) {
 	return tx.d.Remembered(key, owner), nil
 }
 
-// LastReleased returns the owner of key's newest remembered release, if
-// any: an acquire by that owner is refused (native semantics, invariant 5).
-func (tx *Tx) LastReleased(key string) (string, bool, error) {
+// Refuses reports whether the release memory refuses an acquire of key by
+// owner (native semantics, invariant 5): owner's release of it is
+// remembered and nobody was granted it since, as far as the memory tells.
+func (tx *Tx) Refuses(key, owner string) (bool, error) {
 	if err := tx.n.checkKey(key); err != nil {
-		return "", false, err
+		return false, err
 	}
 	tx.touch(key)
-	owner, ok := tx.d.LastReleased(key)
-	return owner, ok, nil
+	return tx.d.Refuses(key, owner), nil
 }
 
 // Put stores value, of kind, under key, replacing whatever it held. ttl > 0

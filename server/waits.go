@@ -237,6 +237,34 @@ func (g *grants) waiting() int {
 	return g.waits.count()
 }
 
+// releasing answers owner's waits for key "not granted" and takes them out
+// of the queues (its owner releases key: it gave up), then returns the
+// first waiter left, as headWaiter does. A grant to its single-key wait
+// already in flight reaches no caller: the release entry, which comes
+// after it, frees it. A multi-key wait whose grant is in flight is left to
+// its acquire, which is still running and answers it.
+func (g *grants) releasing(key, owner string) *fsm.Waiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.waits.take(key, owner); w != nil {
+		w.answer(waitOutcome{})
+	}
+	for _, m := range slices.Clone(g.waits.byKey[key]) {
+		if m.owner != owner || m.keys == nil || len(m.marked) > 0 {
+			continue
+		}
+		g.waits.removeMany(m)
+		m.answer(waitOutcome{})
+		for _, k := range m.keys {
+			if k != key {
+				// The release entry hands key to its next waiter.
+				g.grantHeadLocked(k)
+			}
+		}
+	}
+	return g.headWaiterLocked(key)
+}
+
 // headWaiter returns the first waiter for key as an fsm.Waiter, or nil.
 func (g *grants) headWaiter(key string) *fsm.Waiter {
 	g.mu.Lock()
