@@ -115,6 +115,28 @@ func (a *app) listLocks(ctx context.Context, c *client.Client, q client.LockQuer
 	}
 }
 
+// runLockListing reads the pages of q (its prefix from args) and prints
+// them as JSON or with print.
+func (a *app) runLockListing(cmd *cobra.Command, args []string, q client.LockQuery, f *listFlags, print func(lockListing)) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	if len(args) == 1 {
+		q.Prefix = args[0]
+	}
+	return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
+		l, err := a.listLocks(ctx, c, q, f)
+		if err != nil {
+			return err
+		}
+		if f.output == "json" {
+			return a.writeJSON(l)
+		}
+		print(l)
+		return nil
+	})
+}
+
 // pagesNote says how a listing was read, for a person.
 func pagesNote(w io.Writer, positions []uint64, complete bool, leader string, what string) {
 	switch {
@@ -154,24 +176,7 @@ not one snapshot. A user limited to a lock-name pattern sees only its names.`,
 			return a.completeLocks(cmd, toComplete), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.check(); err != nil {
-				return err
-			}
-			q := client.LockQuery{Match: match}
-			if len(args) == 1 {
-				q.Prefix = args[0]
-			}
-			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
-				l, err := a.listLocks(ctx, c, q, &f)
-				if err != nil {
-					return err
-				}
-				if f.output == "json" {
-					return a.writeJSON(l)
-				}
-				a.printLocks(l)
-				return nil
-			})
+			return a.runLockListing(cmd, args, client.LockQuery{Match: match}, &f, a.printLocks)
 		},
 	}
 	f.add(cmd, "locks")
@@ -238,21 +243,7 @@ candidates waiting in line (the leader's queue). A lock taken under a
 session outside an election is listed too.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := f.check(); err != nil {
-				return err
-			}
-			q := client.LockQuery{Elections: true}
-			if len(args) == 1 {
-				q.Prefix = args[0]
-			}
-			return a.withClient(cmd, a.requestBound(), func(ctx context.Context, c *client.Client) error {
-				l, err := a.listLocks(ctx, c, q, &f)
-				if err != nil {
-					return err
-				}
-				if f.output == "json" {
-					return a.writeJSON(l)
-				}
+			return a.runLockListing(cmd, args, client.LockQuery{Elections: true}, &f, func(l lockListing) {
 				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "ELECTION\tLEADER\tEPOCH\tSESSION\tVALUE\tCANDIDATES (IN ORDER)")
 				for _, lk := range l.Locks {
@@ -268,7 +259,6 @@ session outside an election is listed too.`,
 				}
 				_ = w.Flush()
 				pagesNote(a.stdout, l.Positions, l.Complete, l.Leader, "elections")
-				return nil
 			})
 		},
 	}
