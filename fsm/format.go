@@ -61,6 +61,12 @@ func (e *FormatError) Error() string {
 	return fmt.Sprintf("fsm: %s, and this build reads format levels up to %d", what, FormatReadable)
 }
 
+// Readable reports whether this build reads what e names (a FormatError
+// recorded by another build).
+func (e *FormatError) Readable() bool {
+	return e.Level <= FormatReadable && e.SnapshotVersion <= snapshotVersion
+}
+
 // Format returns the cluster's format level, as applied.
 func (t *Table) Format() uint64 {
 	t.mu.RLock()
