@@ -103,6 +103,7 @@ func Open(cfg Config) (*Node, error) {
 		wake:       make(chan struct{}, 1),
 		probe:      make(chan chan struct{}),
 		stuckAfter: defaultStuckAfter,
+		format:     formatGate{kick: make(chan struct{}, 1)},
 		metrics:    newMetrics(),
 		latches:    newLatches(),
 	}
