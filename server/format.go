@@ -247,13 +247,13 @@ func (a *applier) halt(fe *fsm.FormatError) {
 	}
 	a.stopped = true
 	err := unreadable(fe)
-	if a.onHalt != nil {
-		a.onHalt()
-	}
 	if rerr := refuseUnreadable(a.id.dir, fe); rerr != nil {
 		err = fmt.Errorf("%w (and recording it in the data directory failed: %v)", err, rerr)
 	}
 	a.halted <- err
+	if a.onHalt != nil {
+		a.onHalt()
+	}
 }
 
 // errHalted answers a snapshot of a halted applier.
