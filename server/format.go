@@ -124,7 +124,7 @@ func (n *Node) raiseFormat(term uint64) uint64 {
 	if !n.leadsIn(term) {
 		return 0 // leadership changed: the next leader decides afresh
 	}
-	c := fsm.Command{Op: fsm.OpFormat, Level: to}
+	c := fsm.Command{Op: fsm.OpFormat, Level: uint8(to)}
 	f := n.raft.Apply(c.Encode(nil), 10*time.Second)
 	if err := f.Error(); err != nil {
 		n.log.Warn("could not commit a raise of the format level; the leader will try again", "from", from, "to", to, "err", err)

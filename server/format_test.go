@@ -183,7 +183,7 @@ func TestFormatRaiseWaitsForNewMember(t *testing.T) {
 func TestFormatUnreadableLevelStops(t *testing.T) {
 	dir := t.TempDir()
 	n := openNode(t, dir)
-	c := fsm.Command{Op: fsm.OpFormat, Level: fsm.FormatReadable + 1}
+	c := fsm.Command{Op: fsm.OpFormat, Level: uint8(fsm.FormatReadable + 1)}
 	f := n.raft.Apply(c.Encode(nil), 5*time.Second)
 	_ = f.Error() // the node shuts Raft down as it stops: the future may fail
 	var stopped error
