@@ -210,3 +210,26 @@ func TestFormatUnreadableLevelStops(t *testing.T) {
 	assert.NoError(t, checkRefused(dir), "the record is gone")
 	assert.False(t, errors.Is(checkRefused(dir), ErrUnreadableFormat))
 }
+
+// TestFormatRejoinedMemberMustAnswerAgain: a member removed and added again
+// (running another build now, perhaps) counts only with an answer given
+// since: its answer from before its removal says nothing of what it runs.
+func TestFormatRejoinedMemberMustAnswerAgain(t *testing.T) {
+	c := formedCluster(t, 2, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	ctx := ctxT(t)
+	third := c.open(2)
+	require.NoError(t, leader.Join(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr))
+	c.nodes = append(c.nodes, third)
+	follower := c.nodes[1-c.index(leader)]
+	answer(leader, c, map[string]uint64{follower.ID(): 0}) // the follower holds the raise back
+	require.NoError(t, leader.Remove(ctx, third.ID()))
+	// It comes back running a build that reads level 0 only: the cluster
+	// is at level 0, so it may. It has not answered the probe since.
+	require.NoError(t, leader.JoinReading(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr, 0))
+	leader.RecordProgress(follower.ID(), follower.Progress(), version.Version) // the follower upgraded
+	assert.Equal(t, uint64(0), leader.raiseFormat(term), "the rejoined member has not answered since it joined")
+	time.Sleep(2 * formatCheckInterval) // nor does the loop raise
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+}
