@@ -19,16 +19,28 @@ import (
 // bridge probes the members: the test records each member's answer
 // (RecordProgress), as the bridge records it from FENCE.PROGRESS (a build
 // from before levels answers without format_readable: 0).
-func formedCluster(t *testing.T, size, total int) *cluster {
+func formedCluster(t *testing.T, size, total int, mods ...func(*Config)) *cluster {
 	t.Helper()
 	c := unjoinedCluster(t, total)
-	c.mod = func(cfg *Config) { cfg.BootstrapExpect, cfg.Join = size, true }
+	c.mod = func(cfg *Config) {
+		cfg.BootstrapExpect, cfg.Join = size, true
+		for _, m := range mods {
+			m(cfg)
+		}
+	}
 	var reports []FormingReport
 	for i := 0; i < size; i++ {
 		c.nodes = append(c.nodes, c.open(i))
 		reports = append(reports, FormingReport{ID: c.nodes[i].ID(), RaftAddr: string(c.trans[i].LocalAddr())})
 	}
 	c.mod = nil
+	if len(mods) > 0 {
+		c.mod = func(cfg *Config) {
+			for _, m := range mods {
+				m(cfg)
+			}
+		}
+	}
 	for _, n := range c.nodes {
 		require.NoError(t, n.BootstrapWith(reports))
 		n.AllowVotes()
