@@ -38,23 +38,24 @@ func TestFormatUnreadableDataDirRefused(t *testing.T) {
 		_, err := clusterCall(d.addr, 5*time.Second, "FENCE.ACQUIRE", key, "me", "60000")
 		require.NoError(t, err)
 	}
-	var states []string
 	require.Eventually(t, func() bool {
-		states = nil
-		_ = filepath.WalkDir(d.dataDir, func(p string, e fs.DirEntry, err error) error {
-			if err == nil && e.Name() == "state.bin" {
-				states = append(states, p)
+		for _, p := range snapshotStates(d.dataDir) {
+			if b, err := os.ReadFile(p); err == nil && bytes.HasPrefix(b, []byte("FNCS\x08\x01")) {
+				return true
 			}
-			return nil
-		})
-		return len(states) > 0
-	}, 10*time.Second, 50*time.Millisecond, "no snapshot taken")
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "no snapshot taken at level 1")
 	code, _ := d.terminate(t)
 	require.Equal(t, 0, code)
 
-	for _, p := range states {
-		raiseSnapshotLevel(t, p)
+	raised := 0
+	for _, p := range snapshotStates(d.dataDir) {
+		if raiseSnapshotLevel(t, p) {
+			raised++
+		}
 	}
+	require.NotZero(t, raised, "no snapshot at level 1")
 	out1, code1 := runFencerd(t, d)
 	out2, code2 := runFencerd(t, d)
 	for _, out := range []string{out1, out2} {
@@ -68,13 +69,32 @@ func TestFormatUnreadableDataDirRefused(t *testing.T) {
 	assert.NoError(t, err, "the refusal is recorded in the data directory")
 }
 
+// snapshotStates returns the state.bin of every complete raft snapshot
+// under dir (raft writes one in a ".tmp" directory, then renames it).
+func snapshotStates(dir string) []string {
+	var states []string
+	_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Name() == "state.bin" && !strings.HasSuffix(filepath.Dir(p), ".tmp") {
+			states = append(states, p)
+		}
+		return nil
+	})
+	return states
+}
+
 // raiseSnapshotLevel sets the format level of the raft snapshot at
 // state.bin path p (fencer's snapshot version 8: "FNCS", 8, the level) to
-// 2, and its checksum in meta.json beside it.
-func raiseSnapshotLevel(t *testing.T, p string) {
+// 2, and its checksum in meta.json beside it. It leaves a snapshot taken
+// before the raise (version 7, level 0) as it is and reports false: the
+// node tries its newest snapshot first, and refuses the directory even if
+// an older one would load.
+func raiseSnapshotLevel(t *testing.T, p string) bool {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
+	if bytes.HasPrefix(b, []byte("FNCS\x07")) {
+		return false
+	}
 	require.True(t, bytes.HasPrefix(b, []byte("FNCS\x08\x01")), "a version-8 snapshot at level 1: % x", b[:min(len(b), 8)])
 	b[5] = 2
 	require.NoError(t, os.WriteFile(p, b, 0o600))
@@ -89,6 +109,7 @@ func raiseSnapshotLevel(t *testing.T, p string) {
 	mb, err = json.Marshal(meta)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(metaPath, mb, 0o600))
+	return true
 }
 
 // runFencerd runs d's binary on its data directory until it exits (within
