@@ -51,8 +51,14 @@ const formatRefusedFile = "format-refused"
 const formatCheckInterval = time.Second
 
 // formatAnswerFresh is how old a member's answer may be for a raise:
-// three rounds of the probe, which asks once a second.
-const formatAnswerFresh = 3 * time.Second
+// three rounds of the probe, which asks once a second. formatConfirmWait
+// is how long a decided raise waits for every member to answer again
+// (formatConfirmPoll: how often it looks).
+const (
+	formatAnswerFresh = 3 * time.Second
+	formatConfirmWait = 3 * time.Second
+	formatConfirmPoll = 20 * time.Millisecond
+)
 
 // formatGate serializes raises of the format level with joins.
 type formatGate struct {
@@ -106,7 +112,7 @@ func (n *Node) raiseFormat(term uint64) uint64 {
 	}
 	n.format.mu.Lock()
 	defer n.format.mu.Unlock()
-	if to, _ := n.formatAllRead(term); to <= from {
+	if to, _ := n.formatAllRead(term, time.Time{}); to <= from {
 		return 0
 	}
 	// Commit every configuration change appended so far (raft does not
@@ -117,9 +123,18 @@ func (n *Node) raiseFormat(term uint64) uint64 {
 	if err := n.raft.Barrier(formatCheckInterval * 5).Error(); err != nil {
 		return 0
 	}
-	to, why := n.formatAllRead(term)
+	decided := time.Now()
+	to, why := n.formatAllRead(term, time.Time{})
 	if to <= from {
 		n.log.Debug("format level not raised", "in_use", from, "readable", fsm.FormatReadable, "why", why)
+		return 0
+	}
+	// Every member confirms with an answer given after the decision: one
+	// restarted on another build since its last answer answers less, or
+	// not in time. What is left is the time from its confirmation to the
+	// commit (docs/compatibility.md).
+	if to, why = n.confirmFormat(term, decided, to); to <= from {
+		n.log.Debug("format level not raised: not confirmed", "in_use", from, "why", why)
 		return 0
 	}
 	// A test may change the configuration or the leader here, between the
@@ -141,11 +156,37 @@ func (n *Node) raiseFormat(term uint64) uint64 {
 	return to
 }
 
+// confirmFormat waits up to formatConfirmWait for every member to answer
+// after decided that it reads level to, and returns to and what they said,
+// or 0 and why not.
+func (n *Node) confirmFormat(term uint64, decided time.Time, to uint64) (uint64, string) {
+	tick := time.NewTicker(formatConfirmPoll)
+	defer tick.Stop()
+	deadline := time.NewTimer(formatConfirmWait)
+	defer deadline.Stop()
+	for {
+		got, why := n.formatAllRead(term, decided)
+		if got >= to {
+			return to, why
+		}
+		select {
+		case <-n.stopCh:
+			return 0, "stopping"
+		case <-deadline.C:
+			return 0, why
+		case <-tick.C:
+		}
+		if !n.leadsIn(term) {
+			return 0, "leadership lost"
+		}
+	}
+}
+
 // formatAllRead returns the highest format level that every server of the
-// latest configuration reads, as they told this leadership (term), and
-// what it saw (or why it is lower than this build's). The configuration
-// is the latest, committed or not.
-func (n *Node) formatAllRead(term uint64) (uint64, string) {
+// latest configuration reads, as they told this leadership (term) after
+// since, and what it saw (or why it is lower than this build's). The
+// configuration is the latest, committed or not.
+func (n *Node) formatAllRead(term uint64, since time.Time) (uint64, string) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return 0, err.Error()
@@ -167,7 +208,7 @@ func (n *Node) formatAllRead(term uint64) (uint64, string) {
 			continue
 		}
 		r, ok := n.health.reports[id]
-		if !ok || n.health.term != term || now.Sub(r.at) > limit {
+		if !ok || n.health.term != term || now.Sub(r.at) > limit || !r.at.After(since) {
 			return 0, fmt.Sprintf("member %s has not answered the probe lately", id)
 		}
 		level = min(level, r.progress.FormatReadable)

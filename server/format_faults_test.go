@@ -30,8 +30,9 @@ func TestFaultFormatLeaderChangeMidRaise(t *testing.T) {
 		return false
 	})
 	defer unset()
-	answer(first, c, nil)
+	stop := probing(c, func() *Node { return first }, nil)
 	require.Eventually(t, moved.Load, 10*time.Second, 10*time.Millisecond, "the leader did not decide to raise")
+	stop()
 	second := c.leader()
 	for second == first {
 		time.Sleep(10 * time.Millisecond)
@@ -40,7 +41,7 @@ func TestFaultFormatLeaderChangeMidRaise(t *testing.T) {
 	time.Sleep(3 * formatCheckInterval)
 	assert.Equal(t, []uint64{0, 0, 0}, levels(c), "no raise committed: the deposed leader's check was for its own term, and the new one heard nobody")
 
-	answer(second, c, nil)
+	defer probing(c, leading(c), nil)()
 	require.Eventually(t, func() bool {
 		for _, l := range levels(c) {
 			if l != 1 {
@@ -69,7 +70,7 @@ func TestFaultFormatJoinDuringRaise(t *testing.T) {
 		return false
 	})
 	defer unset()
-	answer(leader, c, nil)
+	defer probing(c, leading(c), nil)()
 	select {
 	case <-deciding:
 	case <-time.After(10 * time.Second):
@@ -133,7 +134,7 @@ func TestFaultFormatSnapshotAcrossTheRaise(t *testing.T) {
 	f := c.follower(leader)
 	fi := c.index(f)
 	c.isolate(fi)
-	answer(leader, c, nil)
+	defer probing(c, func() *Node { return leader }, nil)()
 	require.Eventually(t, func() bool { return leader.FormatInUse() == 1 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, uint64(0), f.FormatInUse(), "the cut-off follower has not applied the raise")
 	_, err := leader.Release(ctxT(t), "k", "quitter") // a give-up: level 1

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencerlock/fencer/fsm"
 	"github.com/fencerlock/fencer/internal/version"
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,6 +65,42 @@ func answer(leader *Node, c *cluster, readable map[string]uint64) {
 	}
 }
 
+// probing answers for every open node, every 100 ms, on the node target
+// returns (the leader, as the bridge's probe does once a second) until the
+// returned function is called. c.nodes must not change meanwhile.
+func probing(c *cluster, target func() *Node, readable map[string]uint64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n := target(); n != nil {
+				answer(n, c, readable)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// leading returns the open node that is Raft's leader, or nil.
+func leading(c *cluster) func() *Node {
+	return func() *Node {
+		for _, n := range c.nodes {
+			if n != nil && n.raft.State() == raft.Leader {
+				return n
+			}
+		}
+		return nil
+	}
+}
+
 // levels returns every open node's applied format level.
 func levels(c *cluster) []uint64 {
 	var out []uint64
@@ -109,7 +146,7 @@ func TestFormatRaiseWaitsForEveryMember(t *testing.T) {
 	assert.False(t, leader.table.Refuses("k", "quitter"), "no give-up flag at level 0")
 	assert.Equal(t, byte(7), leader.table.MarshalSnapshot()[4], "snapshot version 7 at level 0")
 
-	answer(leader, c, nil) // every member reads level 1 now (the last one upgraded)
+	defer probing(c, leading(c), nil)() // every member reads level 1 now (the last one upgraded)
 	require.Eventually(t, func() bool {
 		for _, l := range levels(c) {
 			if l != 1 {
@@ -183,7 +220,7 @@ func TestFormatRaiseWaitsForNewMember(t *testing.T) {
 	time.Sleep(2 * formatCheckInterval) // the loop neither
 	assert.Equal(t, []uint64{0, 0}, levels(c))
 	c.nodes = append(c.nodes, joiner)
-	answer(leader, c, nil)
+	defer probing(c, leading(c), nil)()
 	require.Eventually(t, func() bool { return joiner.FormatInUse() == 1 && leader.FormatInUse() == 1 }, 10*time.Second, 10*time.Millisecond)
 }
 
@@ -244,4 +281,26 @@ func TestFormatRejoinedMemberMustAnswerAgain(t *testing.T) {
 	assert.Equal(t, uint64(0), leader.raiseFormat(term), "the rejoined member has not answered since it joined")
 	time.Sleep(2 * formatCheckInterval) // nor does the loop raise
 	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+}
+
+// TestFormatRaiseConfirmed: a decided raise waits for every member to
+// answer again; a member whose next answer reads less (restarted on an
+// older build since its last answer) stops it.
+func TestFormatRaiseConfirmed(t *testing.T) {
+	c := formedCluster(t, 3, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	answer(leader, c, nil) // every member read level 1 a moment ago
+	rolledBack := c.nodes[(c.index(leader)+1)%3].ID()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		answer(leader, c, map[string]uint64{rolledBack: 0}) // then one restarted on an older build
+	}()
+	start := time.Now()
+	assert.Equal(t, uint64(0), leader.raiseFormat(term), "not confirmed by the rolled-back member")
+	assert.GreaterOrEqual(t, time.Since(start), formatConfirmWait, "it waited for the confirmation")
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+	defer probing(c, leading(c), nil)()
+	require.Eventually(t, func() bool { return leader.FormatInUse() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"raised once every member confirms")
 }
