@@ -130,3 +130,35 @@ func runFencerd(t *testing.T, d *daemon) (string, int) {
 	t.Logf("fencerd said:\n%s", strings.TrimSpace(string(out)))
 	return string(out), cmd.ProcessState.ExitCode()
 }
+
+// TestFormatRaisedInAFormedCluster: three nodes of this build that form a
+// cluster together (--bootstrap-expect) start at format level 0 (the first
+// leader has heard from nobody) and are raised to 1 once the leader's probe
+// has every member's answer, confirmed: every node's INFO says so within
+// seconds, and the leader logs the raise with each member's level.
+func TestFormatRaisedInAFormedCluster(t *testing.T) {
+	ds, _ := formingDaemons(t, 3, 3)
+	for _, d := range ds {
+		d.start(t)
+	}
+	c := &nodeCluster{nodes: ds, ids: make([]string, len(ds))}
+	c.formed(t, c.all(), c.all())
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		for _, d := range ds {
+			v, err := clusterCall(d.addr, 2*time.Second, "INFO", "server")
+			if err != nil || !strings.Contains(fmt.Sprint(v), "fencer_format_in_use:1\r\n") {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 100*time.Millisecond, "every node at format level 1")
+	t.Logf("raised on every node %v after formation", time.Since(start).Round(10*time.Millisecond))
+	raised := 0
+	for _, d := range ds {
+		if strings.Contains(d.log(t), "raised the cluster's format level: every member reads it") {
+			raised++
+		}
+	}
+	assert.Equal(t, 1, raised, "one leader raised it, once")
+}
