@@ -59,7 +59,7 @@ func defaultConfig() *config {
 // bindFlags binds cmd's flags to c's fields, with c's values as defaults.
 func (c *config) bindFlags(cmd *cobra.Command) {
 	f, n, b := cmd.Flags(), &c.node, &c.bridge
-	f.StringVar(&n.ID, "id", n.ID, "node ID (default: generated once and saved in the data directory)")
+	f.StringVar(&n.ID, "id", n.ID, "node ID, at most 512 bytes (default: generated once and saved in the data directory)")
 	f.StringVar(&n.DataDir, "data-dir", n.DataDir, "directory for the Raft log, snapshots and node ID")
 	f.StringVar(&c.listen, "listen", c.listen, "RESP address for clients")
 	f.StringVar(&n.ClientAddr, "advertise", n.ClientAddr, "client address other nodes and clients use for this node (default: --listen)")
