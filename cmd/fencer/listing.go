@@ -342,17 +342,24 @@ lock-name pattern sees only its own sessions.`,
 }
 
 func (a *app) watchCommand() *cobra.Command {
-	var output string
+	var output, prefix string
 	cmd := &cobra.Command{
-		Use:   "watch NAME",
-		Short: "Print every change of a lock's holder as it happens",
+		Use:   "watch [NAME | --prefix PREFIX]",
+		Short: "Print every change of a lock's holder, or of every lock under a prefix, as it happens",
 		Long: `watch prints the lock NAME's holder as of now, then every grant, release,
 expiry, revoke and announcement as it happens, one line each with its log
 position, until interrupted. It follows the cluster across leader changes
 and node failures, resuming from the last position it printed: nothing is
 skipped, and if the node no longer has what was missed it prints a reset
-with the holder as of then.`,
-		Args: args(1, "the lock's NAME"),
+with the holder as of then.
+
+Without NAME, or with --prefix, it prints the changes of every lock whose
+name starts with PREFIX (every lock, without one), each line naming its
+lock, in log order, with the same resumption. Its first line, and any line
+where changes were missed, is a reset naming no lock: 'fencer locks PREFIX'
+shows the holders as of then. A user limited to a lock-name pattern sees
+only its names.`,
+		Args: cobra.MaximumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
@@ -363,6 +370,10 @@ with the holder as of then.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			byPrefix := len(args) == 0
+			if !byPrefix && cmd.Flags().Changed("prefix") {
+				return usage("give the lock's NAME or --prefix, not both")
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -370,7 +381,12 @@ with the holder as of then.`,
 			defer c.Close()
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
-			w, err := c.Watch(ctx, args[0])
+			var w *client.Watch
+			if byPrefix {
+				w, err = c.WatchPrefix(ctx, prefix)
+			} else {
+				w, err = c.Watch(ctx, args[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -378,7 +394,7 @@ with the holder as of then.`,
 			for {
 				select {
 				case ev := <-w.Events():
-					a.printEvent(ev, output)
+					a.printEvent(ev, output, byPrefix)
 				case <-w.Done():
 					if err := w.Err(); err != nil && ctx.Err() == nil {
 						return err
@@ -389,16 +405,26 @@ with the holder as of then.`,
 		},
 	}
 	outputFlag(cmd, &output)
+	cmd.Flags().StringVar(&prefix, "prefix", "", "without NAME: watch every lock whose name starts with this (all without it)")
+	_ = cmd.RegisterFlagCompletionFunc("prefix", func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return a.completeLocks(cmd, toComplete), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	})
 	return cmd
 }
 
-func (a *app) printEvent(ev client.Event, output string) {
+// printEvent prints one event of a watch of a lock or, byPrefix, of a
+// prefix (its lines name the lock; its resets name none).
+func (a *app) printEvent(ev client.Event, output string, byPrefix bool) {
 	if output == "json" {
 		_ = a.writeJSONLine(map[string]any{"kind": ev.Kind, "name": ev.Name, "position": ev.Position, "owner": ev.Owner, "token": ev.Token, "value": ev.Value})
 		return
 	}
 	line := fmt.Sprintf("%s position=%d %s", time.Now().Format("15:04:05.000"), ev.Position, ev.Kind)
 	switch {
+	case byPrefix && ev.Kind == client.EventReset:
+		line += " (changes up to here are not shown: fencer locks lists the holders)"
+	case byPrefix:
+		line += fmt.Sprintf(" name=%s owner=%s token=%d", shellQuote(ev.Name), shellQuote(ev.Owner), ev.Token)
 	case ev.Kind == client.EventReset && ev.Token == 0:
 		line += " free"
 	default:
