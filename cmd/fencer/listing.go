@@ -64,6 +64,9 @@ type holderJSON struct {
 	RemainingMS int64  `json:"remaining_ms"`
 	Session     uint64 `json:"session,omitempty"`
 	Mode        string `json:"mode,omitempty"`
+	// Client is the client that took it, the leader's record; null if
+	// the leader has none (granted under an earlier leader).
+	Client *client.ClientInfo `json:"client"`
 }
 
 type waiterJSON struct {
@@ -100,7 +103,7 @@ func (a *app) listLocks(ctx context.Context, c *client.Client, q client.LockQuer
 		for _, l := range p.Locks {
 			lj := lockJSON{Name: l.Name, Kind: l.Kind, Permits: l.Permits, Value: l.Value, Holders: []holderJSON{}, Waiters: []waiterJSON{}}
 			for _, h := range l.Holders {
-				lj.Holders = append(lj.Holders, holderJSON{Owner: h.Owner, Token: h.Token, RemainingMS: durationMS(h.Remaining), Session: h.Session, Mode: h.Mode})
+				lj.Holders = append(lj.Holders, holderJSON{Owner: h.Owner, Token: h.Token, RemainingMS: durationMS(h.Remaining), Session: h.Session, Mode: h.Mode, Client: h.Client})
 			}
 			for _, w := range l.Waiters {
 				lj.Waiters = append(lj.Waiters, waiterJSON{Owner: w.Owner, Mode: w.Mode, Permits: w.Permits, Session: w.Session, Keys: w.Keys, WaitedMS: w.Waited.Milliseconds()})
@@ -146,7 +149,7 @@ func pagesNote(w io.Writer, positions []uint64, complete bool, leader string, wh
 		fmt.Fprintf(w, "(read in %d pages at log positions %d to %d: not one snapshot", len(positions), positions[0], positions[len(positions)-1])
 	}
 	if leader != "" {
-		fmt.Fprintf(w, "; waiters are leader %s's queue", leader)
+		fmt.Fprintf(w, "; clients and waiters are leader %s's current record", leader)
 	}
 	if !complete {
 		fmt.Fprintf(w, "; more %s follow: raise --limit", what)
@@ -186,7 +189,7 @@ not one snapshot. A user limited to a lock-name pattern sees only its names.`,
 
 func (a *app) printLocks(l lockListing) {
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tKIND\tOWNER\tTOKEN\tREMAINING\tSESSION\tWAITERS (IN ORDER)")
+	fmt.Fprintln(w, "NAME\tKIND\tOWNER\tTOKEN\tREMAINING\tSESSION\tCLIENT (USER ADDR NAME)\tWAITERS (IN ORDER)")
 	for _, lk := range l.Locks {
 		waiters := "-"
 		if len(lk.Waiters) > 0 {
@@ -201,7 +204,7 @@ func (a *app) printLocks(l lockListing) {
 			kind = fmt.Sprintf("semaphore/%d", lk.Permits)
 		}
 		if len(lk.Holders) == 0 {
-			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\t-\t%s\n", lk.Name, kind, waiters)
+			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\t-\t-\t%s\n", lk.Name, kind, waiters)
 		}
 		for i, h := range lk.Holders {
 			name, k := lk.Name, kind
@@ -216,11 +219,24 @@ func (a *app) printLocks(l lockListing) {
 			if h.Session != 0 {
 				session = fmt.Sprint(h.Session)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", name, k, owner, h.Token, remaining(h.RemainingMS), session, waiters)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", name, k, owner, h.Token, remaining(h.RemainingMS), session, clientColumn(h.Client), waiters)
 		}
 	}
 	_ = w.Flush()
 	pagesNote(a.stdout, l.Positions, l.Complete, l.Leader, "locks")
+}
+
+// clientColumn renders the client that took a lock: its user, address
+// and name (- without one), or unknown where the leader has no record.
+func clientColumn(c *client.ClientInfo) string {
+	if c == nil {
+		return "unknown (not recorded by this leader)"
+	}
+	name := "-"
+	if c.Name != "" {
+		name = shellQuote(c.Name)
+	}
+	return fmt.Sprintf("%s %s %s", c.User, c.Addr, name)
 }
 
 // remaining renders a time left in milliseconds; -1 is none.
