@@ -191,9 +191,11 @@ func TestWatchPrefixAcrossLeaderDeath(t *testing.T) {
 func TestOperatorWatchPrefixAcrossLeaderKill(t *testing.T) {
 	c := startNodeCluster(t, 3)
 	bin := clFencerBin(t)
-	var addrs []string
-	for _, d := range c.nodes {
-		addrs = append(addrs, d.addr)
+	// The leader's address first: the watches start on the node killed.
+	leader := c.leader(t)
+	addrs := []string{c.nodes[leader].addr}
+	for _, i := range c.others(leader) {
+		addrs = append(addrs, c.nodes[i].addr)
 	}
 	start := func(args ...string) *syncBuffer {
 		cmd := exec.Command(bin, args...)
@@ -218,7 +220,6 @@ func TestOperatorWatchPrefixAcrossLeaderKill(t *testing.T) {
 	}
 	waitFor(all, "the reset at the start", regexp.MustCompile(`position=\d+ reset`))
 	waitFor(jobs, "the reset at the start", regexp.MustCompile(`"kind":"reset"`))
-	leader := c.leader(t)
 	g1 := c.mustGrant(t, leader, clusterRetryWithin, "job:1", "alice", time.Minute)
 	g0 := c.mustGrant(t, leader, clusterRetryWithin, "other:1", "carol", time.Minute)
 	waitFor(all, "alice's grant", regexp.MustCompile(fmt.Sprintf(`granted name=job:1 owner=alice token=%d`, g1.token)))
