@@ -1,10 +1,16 @@
 package redisbridge
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/resp"
+	"github.com/tidwall/redcon"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,4 +95,68 @@ func TestLocksShowTheClientThroughAFollower(t *testing.T) {
 	assert.Contains(t, alice.do("FENCE.ONBEHALFCLIENT", "alice", "app:*", "1.2.3.4:5", "x", "FENCE.ACQUIRE", "app:3", "me", "60000"), "-NOPERM")
 	assert.Contains(t, admin.do("FENCE.ONBEHALFCLIENT", "alice", "app:*", "1.2.3.4:5", "x", "FENCE.ACQUIRE", "app:3", "me", "60000"),
 		"FENCE.ONBEHALFCLIENT is sent only by a node forwarding a request")
+}
+
+// stubConn is a client connection as a request sees it, with only its
+// address: forward reads nothing else of it.
+type stubConn struct {
+	redcon.Conn
+	addr string
+}
+
+func (s stubConn) RemoteAddr() string { return s.addr }
+
+// A leader older than FENCE.ONBEHALFCLIENT refuses it as an unknown
+// command, having run nothing; the follower then forwards FENCE.ONBEHALF,
+// and goes on doing so for that leader for a while. The older leader is a
+// fake that answers as one does (an older binary is not at hand here): it
+// records each command and refuses FENCE.ONBEHALFCLIENT in the older
+// leader's words.
+func TestForwardFallsBackForAnOlderLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var mu sync.Mutex
+	var seen []string
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				rd := bufio.NewReader(c)
+				for {
+					v, err := resp.ReadValue(rd)
+					if err != nil {
+						return
+					}
+					name := v.Elems[0].Str
+					mu.Lock()
+					seen = append(seen, name)
+					mu.Unlock()
+					reply := "+OK\r\n"
+					if strings.EqualFold(name, "FENCE.ONBEHALFCLIENT") {
+						reply = "-ERR unknown command 'FENCE.ONBEHALFCLIENT', with args beginning with: 'alice' 'app:*' \r\n"
+					}
+					_, _ = c.Write([]byte(reply))
+				}
+			}()
+		}
+	}()
+	b := &Bridge{fwd: newForwarder(nil, nil)}
+	defer b.fwd.close()
+	r := &request{c: stubConn{addr: "10.0.0.9:1234"}, conn: &connState{proto: 2, user: &User{Name: "alice", Pattern: "app:*"}}}
+	args := [][]byte{[]byte("FENCE.ACQUIRE"), []byte("app:1"), []byte("me"), []byte("1000")}
+	raw := resp.AppendCommand(nil, args...)
+	for range 2 {
+		reply, sent, err := b.forward(t.Context(), ln.Addr().String(), r, raw, args)
+		require.NoError(t, err)
+		assert.True(t, sent)
+		assert.Equal(t, "+OK\r\n", string(reply))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"FENCE.FORWARDED", "FENCE.ONBEHALFCLIENT", "FENCE.ONBEHALF", "FENCE.ONBEHALF"}, seen)
 }
