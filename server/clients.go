@@ -39,10 +39,16 @@ func clientOf(ctx context.Context) (ClientInfo, bool) {
 	return c, ok
 }
 
-// grantClients are the records, by key and token.
+// grantClients are the records, by key (a plain lock has one grant, a
+// shared key a few: a slice each) and token.
 type grantClients struct {
-	byKey map[string]map[uint64]ClientInfo
+	byKey map[string][]tokenClient
 	n     int
+}
+
+type tokenClient struct {
+	token  uint64
+	client ClientInfo
 }
 
 // recordClient records ctx's client, if it has one, beside the grant
@@ -75,17 +81,14 @@ func (g *grants) recordClientLocked(key string, token uint64, c ClientInfo) {
 		}
 	}
 	if gc.byKey == nil {
-		gc.byKey = make(map[string]map[uint64]ClientInfo)
+		gc.byKey = make(map[string][]tokenClient)
 	}
-	m := gc.byKey[key]
-	if m == nil {
-		m = make(map[uint64]ClientInfo, 1)
-		gc.byKey[key] = m
+	for _, tc := range gc.byKey[key] {
+		if tc.token == token {
+			return // (a renewal by the same owner: the grant's first client took it)
+		}
 	}
-	if _, had := m[token]; had {
-		return // (a renewal by the same owner: the grant's first client took it)
-	}
-	m[token] = c
+	gc.byKey[key] = append(gc.byKey[key], tokenClient{token, c})
 	gc.n++
 }
 
@@ -110,22 +113,32 @@ func (g *grants) liveLocked(key string, token uint64) (live bool) {
 
 // dropEndedClientsLocked forgets the records of key's grants that ended.
 func (g *grants) dropEndedClientsLocked(key string) {
-	m := g.clients.byKey[key]
-	for token := range m {
-		if !g.liveLocked(key, token) {
-			delete(m, token)
-			g.clients.n--
+	tcs, ok := g.clients.byKey[key]
+	if !ok {
+		return
+	}
+	kept := tcs[:0]
+	for _, tc := range tcs {
+		if g.liveLocked(key, tc.token) {
+			kept = append(kept, tc)
 		}
 	}
-	if m != nil && len(m) == 0 {
+	g.clients.n -= len(tcs) - len(kept)
+	if len(kept) == 0 {
 		delete(g.clients.byKey, key)
+	} else {
+		clear(tcs[len(kept):])
+		g.clients.byKey[key] = kept
 	}
 }
 
 // clientLocked returns the record of key's grant token, or nil.
 func (g *grants) clientLocked(key string, token uint64) *ClientInfo {
-	if c, ok := g.clients.byKey[key][token]; ok {
-		return &c
+	for _, tc := range g.clients.byKey[key] {
+		if tc.token == token {
+			c := tc.client
+			return &c
+		}
 	}
 	return nil
 }

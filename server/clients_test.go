@@ -134,7 +134,7 @@ func TestClientRecordsBounded(t *testing.T) {
 	// A record of a grant that ended unseen (as if a command on another
 	// key had ended it) fills the records; the next grant's sweeps it.
 	n.grants.mu.Lock()
-	n.grants.clients.byKey["gone"] = map[uint64]ClientInfo{1: {User: "stale"}}
+	n.grants.clients.byKey["gone"] = []tokenClient{{1, ClientInfo{User: "stale"}}}
 	n.grants.clients.n++
 	n.grants.mu.Unlock()
 	g := acq("d")
