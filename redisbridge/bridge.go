@@ -76,6 +76,8 @@ type connState struct {
 	// watches are the keys the connection watches (FENCE.WATCH), touched
 	// only by the goroutine serving its commands.
 	watches map[string]*connWatch
+	// pwatches are the prefixes it watches (FENCE.WATCH PREFIX), likewise.
+	pwatches map[string]*connWatch
 	// user is the authenticated user; nil before AUTH (or always, when
 	// authentication is off).
 	user *User

@@ -104,7 +104,7 @@ func Open(cfg Config) (*Node, error) {
 	n.grants = newGrants(n.table, n.log, cfg.Quotas, cfg.MaxLocks)
 	n.grants.maxSessionLocks = cfg.MaxSessionLocks
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
-	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches)
+	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches, cfg.MaxPrefixWatches)
 	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches}
 	recorded, err := readClusterID(cfg.DataDir)
 	if err != nil {

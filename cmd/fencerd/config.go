@@ -86,6 +86,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.DurationVar(&b.ScriptTimeLimit, "script-time-limit", b.ScriptTimeLimit, "longest a Lua script may run; a script stopped by it has no effect")
 	f.IntVar(&n.WatchWindow, "watch-window", n.WatchWindow, "watch events kept in memory, so that a watch resumed after a reconnect is sent what it missed (older history gets a reset)")
 	f.IntVar(&n.MaxWatches, "max-watches", n.MaxWatches, "most watches (FENCE.WATCH) the node serves at once")
+	f.IntVar(&n.MaxPrefixWatches, "max-prefix-watches", n.MaxPrefixWatches, "most watches of a prefix (FENCE.WATCH PREFIX) among them; each is matched against every change applied")
 	f.IntVar(&n.MaxBatch, "max-batch", n.MaxBatch, "most commands the leader puts into one Raft entry (group commit); 1 writes one per entry")
 	f.IntVar(&b.MaxArgs, "max-args", b.MaxArgs, "most arguments in one command")
 	f.IntVar(&b.MaxBulkLen, "max-bulk-len", b.MaxBulkLen, "longest argument in bytes")
