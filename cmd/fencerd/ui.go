@@ -67,7 +67,7 @@ func serveUI(ln net.Listener, c *config, certs *certStore, node *server.Node, lo
 			return u.Pattern, ok
 		},
 		NodeAddr: c.node.ClientAddr, DialTLS: certs.dialConfig(), Secure: certs != nil,
-		Watches: watcherOf(node), Logger: logger,
+		Watches: node, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -101,7 +101,3 @@ func listenUI(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// watcherOf is the console's live feed of node: its watch by prefix.
-func watcherOf(node *server.Node) console.Watcher {
-	return nil // until the server has WatchPrefix (branch prefixwatch)
-}

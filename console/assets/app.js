@@ -288,8 +288,9 @@ function renderHistory() {
   const sel = state.selected;
   $('history-of').textContent = sel ? `of ${sel}` : '(all shown locks)';
   const evs = state.history.filter((e) => !sel || e.key === sel).slice(-100).reverse();
-  $('history').replaceChildren(...evs.map((e) => el('li', { 'data-kind': e.kind, 'data-key': e.key },
-    `@${e.position} ${e.kind} ${e.key} ${e.owner}${e.token ? ` token ${e.token}` : ''}${e.value ? ` value ${e.value}` : ''}`)));
+  $('history').replaceChildren(...evs.map((e) => el('li', { 'data-kind': e.kind, 'data-key': e.key }, e.key
+    ? `@${e.position} ${e.kind} ${e.key} ${e.owner}${e.token ? ` token ${e.token}` : ''}${e.value ? ` value ${e.value}` : ''}`
+    : `@${e.position} feed (re)started: the state at this position is the listing's`)));
 }
 
 function renderElections(now) {
@@ -315,11 +316,12 @@ function renderMembers() {
   for (const m of (state.cluster && state.cluster.members) || []) versions[m.id] = m.version;
   replaceBody('members', (h.members || []).map((m) => {
     const isLeader = m.id === h.leader;
-    let health;
-    if (!m.reachable) health = el('span', { class: 'stopped' }, `stopped or unreachable${m.problem ? `: ${m.problem}` : ''}`);
-    else if (!m.healthy) health = el('span', { class: 'unhealthy' }, `unhealthy${m.problem ? `: ${m.problem}` : ''}`);
-    else health = el('span', { class: 'healthy' }, 'healthy');
-    return el('tr', { 'data-key': m.id, 'data-member': m.id, 'data-leader': String(isLeader), 'data-reachable': String(!!m.reachable) },
+    // A member a new leader has not asked yet is healthy and not
+    // reachable: it is not known to be stopped.
+    const kind = isLeader || (m.reachable && m.healthy) ? 'healthy' : !m.reachable && m.healthy ? 'pending' : !m.reachable ? 'stopped' : 'unhealthy';
+    const words = { healthy: 'healthy', pending: 'not asked yet (a new leader)', stopped: 'stopped or unreachable', unhealthy: 'unhealthy' }[kind];
+    const health = el('span', { class: kind }, words + (m.problem && kind !== 'pending' ? `: ${m.problem}` : ''));
+    return el('tr', { 'data-key': m.id, 'data-member': m.id, 'data-leader': String(isLeader), 'data-health': kind },
       el('td', { class: 'mono' }, m.id),
       el('td', {}, isLeader ? el('span', { class: 'leader' }, '★ leader') : m.role),
       el('td', {}, health),

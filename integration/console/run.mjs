@@ -136,10 +136,12 @@ const specs = {
     process.kill(leader.pid, 'SIGKILL');
     log(`  killed the leader ${leader.id} (pid ${leader.pid})`);
     await poll('a new leader, and the killed node shown as stopped', async () => {
-      const rows = await page.$$eval('#members tbody tr', (trs) => trs.map((tr) => ({ id: tr.dataset.member, leader: tr.dataset.leader, reachable: tr.dataset.reachable, text: tr.textContent })));
+      const rows = await page.$$eval('#members tbody tr', (trs) => trs.map((tr) => ({ id: tr.dataset.member, leader: tr.dataset.leader, health: tr.dataset.health, text: tr.textContent })));
       const newLeader = rows.find((r) => r.leader === 'true');
       const dead = rows.find((r) => r.id === leader.id);
-      return newLeader && newLeader.id !== leader.id && dead && dead.reachable === 'false' && /stopped/.test(dead.text);
+      const alive = rows.filter((r) => r.id !== leader.id);
+      return rows.length === 3 && newLeader && newLeader.id !== leader.id && dead.health === 'stopped' && /stopped/.test(dead.text) &&
+        alive.every((r) => r.health === 'healthy');
     }, cfg.electionPoll);
     await shot(page, 'console-members.png');
     await poll(`${key} is still shown, held by worker-2`, async () => { const r = await lockRow(page, key); return r && r.holder === 'worker-2'; });
