@@ -100,4 +100,3 @@ func listenUI(addr string) (net.Listener, error) {
 	}
 	return ln, nil
 }
-
