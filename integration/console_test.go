@@ -1,14 +1,21 @@
 package integration
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencerlock/fencer/internal/testca"
 )
 
 // The web console in a real browser: headless Chromium (Debian's package,
@@ -173,4 +180,81 @@ func sameLock(installed, lock []byte) bool {
 		}
 	}
 	return len(b.Packages) > 1
+}
+
+// With the node's certificates the console is served over TLS only, its
+// cookie is Secure, and it reaches its node over mutual TLS (the node asks
+// clients for a certificate: the console presents the node's own).
+func TestConsoleOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testca.New(t, "console CA")
+	files := secTLSFiles{cert: filepath.Join(dir, "node.pem"), key: filepath.Join(dir, "node-key.pem"), ca: filepath.Join(dir, "ca.pem")}
+	files.install(t, ca)
+	usersFile := filepath.Join(dir, "users")
+	secWriteFile(t, usersFile, []byte("admin admin-pass *\n"))
+	uiAddr := "127.0.0.1:" + freePorts(t, 1)[0]
+	d := secStartLoopback(t, dir, []string{"--tls-cert-file", files.cert, "--tls-key-file", files.key, "--tls-ca-cert-file", files.ca,
+		"--users", usersFile, "--forward-user", "admin", "--ui", uiAddr},
+		func(d *daemon) error { return secTLSPing(d.addr, secTLSConfig(t, ca)) })
+	client := secClientFilesOf(t, ca, dir, "cli")
+	if got := secCLI(t, d.port, client.args("--user", "admin", "--pass", "admin-pass", "--no-auth-warning", "FENCE.ACQUIRE", "tls:lock", "me", "60000")...); !secGranted(got) {
+		t.Fatalf("FENCE.ACQUIRE over TLS: %q", got)
+	}
+
+	plain := &http.Client{Timeout: 5 * time.Second}
+	// Go's TLS server answers a plain HTTP request with a 400 that says
+	// so, and nothing else.
+	if res, err := plain.Get("http://" + uiAddr + "/"); err == nil {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || strings.Contains(string(b), "fencer console") {
+			t.Fatalf("plain HTTP to the console answered %s: %s", res.Status, b)
+		}
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Timeout: 10 * time.Second, Jar: jar, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}}
+	base := "https://" + uiAddr
+	post := func(path, token, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		req.Header.Set("Origin", base)
+		req.Header.Set("X-Fencer-Token", token)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		return res
+	}
+	res := post("/api/login", "", `{"user":"admin","password":"admin-pass"}`)
+	var login struct{ Token string }
+	_ = json.NewDecoder(res.Body).Decode(&login)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || login.Token == "" {
+		t.Fatalf("login over TLS: %s", res.Status)
+	}
+	var secure bool
+	for _, c := range res.Cookies() {
+		secure = c.Name == "fencer_console" && c.Secure && c.HttpOnly
+	}
+	if !secure {
+		t.Errorf("the session cookie over TLS is not Secure and HttpOnly: %v", res.Header.Values("Set-Cookie"))
+	}
+	res = post("/api/feed", login.Token, "")
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l struct {
+			Type  string
+			Locks []struct{ Name string }
+		}
+		_ = json.Unmarshal(sc.Bytes(), &l)
+		if l.Type == "locks" {
+			if len(l.Locks) != 1 || l.Locks[0].Name != "tls:lock" {
+				t.Fatalf("the feed's listing over TLS: %s", sc.Bytes())
+			}
+			return
+		}
+	}
+	t.Fatalf("the feed ended without a listing: %v", sc.Err())
 }
