@@ -172,7 +172,7 @@ func TestEveryRequestNeedsTheOriginAndTheToken(t *testing.T) {
 }
 
 func TestSessionLimits(t *testing.T) {
-	_, srv := newTestConsole(t, func(c *Config) { c.MaxSessions, c.MaxUserSessions, c.SessionIdle = 3, 2, 300 * time.Millisecond })
+	_, srv := newTestConsole(t, func(c *Config) { c.MaxSessions, c.MaxUserSessions, c.SessionIdle = 3, 2, 300*time.Millisecond })
 	login := func(user, pass string) (*client, int) {
 		cl := &client{t: t, srv: srv, origin: srv.URL}
 		return cl, cl.login(user, pass)
