@@ -24,6 +24,7 @@ import (
 //	event     one event of the watch by prefix, filtered by the user's
 //	          pattern: kind, key, position, owner, token, value
 //	error     what one of the reads answered (source, error); the feed goes on
+//	paced     the events outran maxEventRate: some are left out
 //
 // With from > 0 the watch resumes after that position (the page reconnects
 // with the last position it saw), else it starts from the node's present.
@@ -103,7 +104,9 @@ func (c *Console) feed(w http.ResponseWriter, r *http.Request, s *session) {
 			if err := enc.Encode(l); err != nil {
 				return
 			}
-			flusher.Flush()
+			if len(lines) == 0 {
+				flusher.Flush()
+			}
 		}
 	}
 }
@@ -178,11 +181,34 @@ type eventLine struct {
 	At       int64  `json:"at"`
 }
 
+// maxEventRate is the most events a second one feed sends. A page cannot
+// show more, and an open console must not take a busy node's CPU: past it
+// the feed stops reading until the next second, the node drops what the
+// watch's queue cannot hold (cheaply: the watch is then sent a reset), and
+// the page shows the listing's state, read every second anyway.
+const maxEventRate = 200
+
 // pumpWatch sends wt's events whose keys pattern allows until ctx ends,
 // then closes wt.
 func (c *Console) pumpWatch(ctx context.Context, wt *server.Watch, pattern string, lines chan<- any) {
 	defer wt.Close()
+	second, sent := time.Now(), 0
 	for {
+		if sent >= maxEventRate {
+			wait := time.Until(second.Add(time.Second))
+			if !send(ctx, lines, map[string]any{"type": "paced", "at": time.Now().UnixMilli(),
+				"error": "more than " + strconv.Itoa(maxEventRate) + " events a second: some are left out; the listing shows the state"}) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		if now := time.Now(); now.Sub(second) >= time.Second {
+			second, sent = now, 0
+		}
 		ev, err := wt.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -193,6 +219,7 @@ func (c *Console) pumpWatch(ctx context.Context, wt *server.Watch, pattern strin
 		if ev.Key != "" && pattern != "*" && !match.Match(ev.Key, pattern) {
 			continue
 		}
+		sent++
 		if !send(ctx, lines, eventLine{Type: "event", Kind: ev.Kind.String(), Key: ev.Key, Position: ev.Position,
 			Owner: ev.Owner, Token: ev.Token, Value: ev.Value, At: time.Now().UnixMilli()}) {
 			return

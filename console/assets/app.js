@@ -135,8 +135,10 @@ function handle(m) {
       break;
     case 'cluster': state.cluster = m; break;
     case 'error': state.errors[m.source] = m.error; break;
+    case 'paced': state.errors.feed = m.error; state.pacedAt = performance.now(); break;
   }
-  if (m.type !== 'error' && m.type !== 'event') delete state.errors[m.type];
+  if (m.type !== 'error' && m.type !== 'event' && m.type !== 'paced') delete state.errors[m.type];
+  if (state.errors.feed && performance.now() - (state.pacedAt || 0) > 3000) delete state.errors.feed;
   scheduleRender();
 }
 

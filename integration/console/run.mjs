@@ -130,6 +130,44 @@ const specs = {
     });
     await shot(page, 'console-locks.png');
 
+    // The page's rule, fed directly: a listing from an older position (a
+    // leader behind the last one) and an event replayed from before what
+    // is shown change nothing.
+    const shown = await lockRow(page, key);
+    const stale = await page.evaluate(({ key, token }) => {
+      const before = { listPos: state.listPos, leader: state.listLeader };
+      handle({ type: 'locks', position: state.listPos - 1, leader: 'stale-leader', next: '', locks: [] });
+      handle({ type: 'event', kind: 'released', key, position: state.rows.get(key).pos - 1, owner: 'worker-2', token: Number(token) });
+      handle({ type: 'event', kind: 'granted', key, position: 1, owner: 'ghost', token: 1 });
+      return { before, after: { listPos: state.listPos, leader: state.listLeader }, row: state.rows.get(key) };
+    }, { key, token: shown.token });
+    check(stale.after.listPos === stale.before.listPos && stale.after.leader === stale.before.leader, 'an older listing is ignored');
+    check(stale.row && stale.row.holders.length === 1 && stale.row.holders[0].owner === 'worker-2', 'older events leave the lock as shown');
+
+    // The keyboard: "/" focuses the filter; Enter on a row shows only its history.
+    await page.keyboard.press('Escape');
+    await page.locator('body').press('/');
+    check(await page.evaluate(() => document.activeElement.id === 'prefix'), '"/" focuses the prefix filter');
+    await page.locator(`#locks tr[data-lock="${key}"]`).focus();
+    await page.keyboard.press('Enter');
+    await poll(`Enter on the row shows ${key}'s history only`, async () =>
+      (await page.locator('#history-of').textContent()) === `of ${key}` && (await page.locator(`#locks tr[data-lock="${key}"]`).getAttribute('aria-selected')) === 'true');
+    // Contrast: every text shown against the white page, WCAG AA (4.5:1).
+    const low = await page.evaluate(() => {
+      const lum = (c) => {
+        const [r, g, b] = c.match(/\d+/g).slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+      };
+      const bad = [];
+      for (const e of document.querySelectorAll('body *')) {
+        if (!e.offsetParent || ![...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+        const ratio = 1.05 / (lum(getComputedStyle(e).color) + 0.05);
+        if (ratio < 4.5) bad.push(`${e.tagName}.${e.className}: ${ratio.toFixed(2)}`);
+      }
+      return bad;
+    });
+    check(low.length === 0, `every text has a contrast of 4.5:1 or more on the page (${low.join(', ') || 'none below'})`);
+
     const leader = cfg.nodes[cfg.leader];
     await poll(`the members show ${leader.id} as leader`, async () =>
       (await page.locator(`#members tr[data-member="${leader.id}"]`).getAttribute('data-leader', { timeout: 500 })) === 'true');
