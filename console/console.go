@@ -253,10 +253,12 @@ func (c *Console) session(r *http.Request) *session {
 	return s
 }
 
-// expireLocked ends the sessions idle or old past their limits.
+// expireLocked ends the sessions idle or old past their limits. A session
+// with a feed open is in use (a console left open on a screen).
 func (c *Console) expireLocked(now time.Time) {
 	for id, s := range c.sessions {
-		if now.Sub(s.lastUsed) > c.cfg.SessionIdle || now.Sub(s.created) > c.cfg.SessionLifetime {
+		idle := c.feeds[s] == 0 && now.Sub(s.lastUsed) > c.cfg.SessionIdle
+		if idle || now.Sub(s.created) > c.cfg.SessionLifetime {
 			c.endLocked(id, s)
 		}
 	}

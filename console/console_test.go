@@ -223,3 +223,30 @@ func TestPageHoldsNoDataAndLoadsNothingFromElsewhere(t *testing.T) {
 	res.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, res.StatusCode, "no data by GET")
 }
+
+func TestAnOpenFeedKeepsItsSession(t *testing.T) {
+	_, srv := newTestConsole(t, func(c *Config) { c.SessionIdle = 300 * time.Millisecond })
+	cl := &client{t: t, srv: srv, origin: srv.URL}
+	require.Equal(t, http.StatusOK, cl.login("app", "app-pass"))
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/feed", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", srv.URL)
+	req.Header.Set(tokenHeader, cl.token)
+	req.AddCookie(cl.cookie)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	// The feed says the node cannot be read (there is none here) and
+	// stays open.
+	var first map[string]any
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&first))
+	assert.Equal(t, "error", first["type"])
+	time.Sleep(600 * time.Millisecond)
+	r, _ := cl.post("/api/session", "", nil)
+	assert.Equal(t, http.StatusOK, r.StatusCode, "a session whose feed is open is not idle")
+	res.Body.Close()
+	time.Sleep(200 * time.Millisecond) // the server sees the feed end
+	time.Sleep(600 * time.Millisecond)
+	r, _ = cl.post("/api/session", "", nil)
+	assert.Equal(t, http.StatusUnauthorized, r.StatusCode, "idle once the feed closed")
+}

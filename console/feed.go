@@ -125,6 +125,7 @@ func (c *Console) feedStarted(s *session) bool {
 func (c *Console) feedEnded(s *session) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	s.lastUsed = time.Now() // idle from now
 	if c.feeds[s]--; c.feeds[s] <= 0 {
 		delete(c.feeds, s)
 	}
