@@ -257,40 +257,73 @@ function render() {
   $('cluster').textContent = c ? `cluster ${c.id}` : '';
 }
 
-function replaceBody(table, rows) {
+// syncRows makes the table's body show rows, in order, each {key, sig,
+// build, live}: a row whose sig is unchanged is kept (so a button under
+// the pointer or the keyboard focus stays where it is while the page
+// counts down), and only its live cells are updated (live(tr)); a row
+// whose sig changed is rebuilt (build()).
+function syncRows(table, rows) {
   const tb = $(table).tBodies[0];
-  const focused = document.activeElement && tb.contains(document.activeElement) ? document.activeElement.dataset.key : null;
-  tb.replaceChildren(...rows);
-  if (focused) {
-    const again = [...tb.rows].find((r) => r.dataset.key === focused);
-    if (again) again.focus();
+  const old = new Map([...tb.rows].map((r) => [r.dataset.key, r]));
+  let prev = null;
+  for (const r of rows) {
+    let tr = old.get(r.key);
+    old.delete(r.key);
+    if (!tr || tr.dataset.sig !== r.sig) {
+      const nu = r.build();
+      nu.dataset.key = r.key;
+      nu.dataset.sig = r.sig;
+      if (tr) {
+        const hadFocus = tr.contains(document.activeElement);
+        tr.replaceWith(nu);
+        if (hadFocus) nu.focus();
+      }
+      tr = nu;
+    }
+    if (r.live) r.live(tr);
+    const want = prev ? prev.nextSibling : tb.firstChild;
+    if (want !== tr) tb.insertBefore(tr, want);
+    prev = tr;
   }
+  for (const tr of old.values()) tr.remove();
 }
+
+function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 
 function renderLocks(now) {
   const names = [...state.rows.keys()].sort();
-  replaceBody('locks', names.map((name) => {
+  syncRows('locks', names.map((name) => {
     const r = state.rows.get(name);
     const holders = r.holders.length ? r.holders : [null];
-    return el('tr', { 'data-key': name, 'data-lock': name, 'data-pos': r.pos, tabindex: 0, 'aria-selected': String(state.selected === name) },
-      el('td', { class: 'mono' }, name),
-      el('td', {}, r.kind + (r.permits ? ` (${r.permits})` : '')),
-      el('td', { class: 'holder' }, holders.map((h) => (h ? h.owner + (h.mode ? ` (${h.mode})` : '') : 'free')).join(', ')),
-      el('td', { class: 'num token' }, holders.map((h) => (h ? String(h.token) : '')).join(', ')),
-      el('td', { class: 'num ttl' }, holders.map((h) => (h ? ttlText(h.deadline, now) : '')).join(', ')),
-      el('td', { class: 'waiters' }, r.waiters.length
-        ? el('ol', { class: 'waiters', 'aria-label': "leader's current queue" }, ...r.waiters.map((w) => el('li', {}, w.owner + (w.mode ? ` (${w.mode})` : ''))))
-        : ''),
-      el('td', { class: 'num' }, String(r.pos)),
-      el('td', {}, state.admin ? el('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => confirmAction('revoke', name) }, 'Revoke') : ''));
+    const ttl = () => holders.map((h) => (h ? ttlText(h.deadline, now) : '')).join(', ');
+    return {
+      key: name,
+      sig: JSON.stringify([r.kind, r.permits, r.pos, holders, r.waiters.map((w) => [w.owner, w.mode]), state.selected === name, state.admin]),
+      live: (tr) => setText(tr.querySelector('td.ttl'), ttl()),
+      build: () => el('tr', { 'data-lock': name, 'data-pos': r.pos, tabindex: 0, 'aria-selected': String(state.selected === name) },
+        el('td', { class: 'mono' }, name),
+        el('td', {}, r.kind + (r.permits ? ` (${r.permits})` : '')),
+        el('td', { class: 'holder' }, holders.map((h) => (h ? h.owner + (h.mode ? ` (${h.mode})` : '') : 'free')).join(', ')),
+        el('td', { class: 'num token' }, holders.map((h) => (h ? String(h.token) : '')).join(', ')),
+        el('td', { class: 'num ttl' }, ttl()),
+        el('td', { class: 'waiters' }, r.waiters.length
+          ? el('ol', { class: 'waiters', 'aria-label': "leader's current queue" }, ...r.waiters.map((w) => el('li', {}, w.owner + (w.mode ? ` (${w.mode})` : ''))))
+          : ''),
+        el('td', { class: 'num' }, String(r.pos)),
+        el('td', {}, state.admin ? el('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => confirmAction('revoke', name) }, 'Revoke') : '')),
+    };
   }));
 }
 
 function renderHistory() {
   const sel = state.selected;
-  $('history-of').textContent = sel ? `of ${sel}` : '(all shown locks)';
-  const evs = state.history.filter((e) => !sel || e.key === sel).slice(-100).reverse();
-  $('history').replaceChildren(...evs.map((e) => el('li', { 'data-kind': e.kind, 'data-key': e.key }, e.key
+  setText($('history-of'), sel ? `of ${sel}` : '(all shown locks)');
+  const evs = state.history.filter((e) => !sel || e.key === sel).slice(-100);
+  const ol = $('history');
+  const sig = `${sel}|${evs.length}|${evs.length ? histID(evs[evs.length - 1]) : ''}`;
+  if (ol.dataset.sig === sig) return;
+  ol.dataset.sig = sig;
+  ol.replaceChildren(...evs.reverse().map((e) => el('li', { 'data-kind': e.kind, 'data-key': e.key }, e.key
     ? `@${e.position} ${e.kind} ${e.key} ${e.owner}${e.token ? ` token ${e.token}` : ''}${e.value ? ` value ${e.value}` : ''}`
     : `@${e.position} feed (re)started: the state at this position is the listing's`)));
 }
@@ -298,41 +331,59 @@ function renderHistory() {
 function renderElections(now) {
   const rows = [...state.rows.values()].filter((r) => r.kind === 'lock' && r.holders.length && r.holders[0].session)
     .sort((a, b) => (a.name < b.name ? -1 : 1));
-  replaceBody('elections', rows.map((r) => el('tr', { 'data-key': r.name },
-    el('td', { class: 'mono' }, r.name), el('td', {}, r.holders[0].owner), el('td', { class: 'num' }, String(r.holders[0].token)),
-    el('td', {}, r.value || ''), el('td', { class: 'num' }, ttlText(r.holders[0].deadline, now)))));
+  syncRows('elections', rows.map((r) => ({
+    key: r.name,
+    sig: JSON.stringify([r.holders[0].owner, r.holders[0].token, r.value]),
+    live: (tr) => setText(tr.querySelector('td.ttl'), ttlText(r.holders[0].deadline, now)),
+    build: () => el('tr', {},
+      el('td', { class: 'mono' }, r.name), el('td', {}, r.holders[0].owner), el('td', { class: 'num' }, String(r.holders[0].token)),
+      el('td', {}, r.value || ''), el('td', { class: 'num ttl' }, '')),
+  })));
 }
 
 function renderSessions(now) {
   const s = state.sessions;
-  replaceBody('sessions', s.list.map((x) => el('tr', { 'data-key': String(x.id) },
-    el('td', { class: 'num' }, String(x.id)), el('td', {}, x.user),
-    el('td', { class: 'num' }, ttlText(s.at + x.remaining_ms, now)),
-    el('td', { class: 'num' }, String(x.locks)), el('td', { class: 'mono' }, (x.names || []).join(', ')))));
+  syncRows('sessions', s.list.map((x) => ({
+    key: String(x.id),
+    sig: JSON.stringify([x.user, x.locks, x.names]),
+    live: (tr) => setText(tr.querySelector('td.ttl'), ttlText(s.at + x.remaining_ms, now)),
+    build: () => el('tr', {},
+      el('td', { class: 'num' }, String(x.id)), el('td', {}, x.user),
+      el('td', { class: 'num ttl' }, ''),
+      el('td', { class: 'num' }, String(x.locks)), el('td', { class: 'mono' }, (x.names || []).join(', '))),
+  })));
 }
 
 function renderMembers() {
   const h = state.health;
-  if (!state.admin || !h) { replaceBody('members', []); return; }
+  if (!state.admin || !h) { syncRows('members', []); return; }
   const versions = {};
   for (const m of (state.cluster && state.cluster.members) || []) versions[m.id] = m.version;
-  replaceBody('members', (h.members || []).map((m) => {
+  syncRows('members', (h.members || []).map((m) => {
     const isLeader = m.id === h.leader;
     // A member a new leader has not asked yet is healthy and not
     // reachable: it is not known to be stopped.
     const kind = isLeader || (m.reachable && m.healthy) ? 'healthy' : !m.reachable && m.healthy ? 'pending' : !m.reachable ? 'stopped' : 'unhealthy';
     const words = { healthy: 'healthy', pending: 'not asked yet (a new leader)', stopped: 'stopped or unreachable', unhealthy: 'unhealthy' }[kind];
-    const health = el('span', { class: kind }, words + (m.problem && kind !== 'pending' ? `: ${m.problem}` : ''));
-    return el('tr', { 'data-key': m.id, 'data-member': m.id, 'data-leader': String(isLeader), 'data-health': kind },
-      el('td', { class: 'mono' }, m.id),
-      el('td', {}, isLeader ? el('span', { class: 'leader' }, '★ leader') : m.role),
-      el('td', {}, health),
-      el('td', { class: 'num' }, String(m.lag)),
-      el('td', { class: 'num' }, String(m.applied_index)),
-      el('td', {}, m.version || versions[m.id] || '–'),
-      el('td', { class: 'mono' }, m.client_addr || ''),
-      el('td', {}, !isLeader && m.reachable && m.role === 'voter'
-        ? el('button', { type: 'button', 'data-action': 'transfer', onclick: () => confirmAction('transfer', m.id) }, 'Make leader') : ''));
+    const canTransfer = !isLeader && kind === 'healthy' && m.role === 'follower';
+    return {
+      key: m.id,
+      sig: JSON.stringify([isLeader, m.role, kind, m.version || versions[m.id], m.client_addr, canTransfer, state.admin]),
+      live: (tr) => {
+        setText(tr.querySelector('td.problem'), words + (m.problem && kind !== 'pending' ? `: ${m.problem}` : ''));
+        setText(tr.querySelector('td.lag'), String(m.lag));
+        setText(tr.querySelector('td.applied'), String(m.applied_index));
+      },
+      build: () => el('tr', { 'data-member': m.id, 'data-leader': String(isLeader), 'data-health': kind },
+        el('td', { class: 'mono' }, m.id),
+        el('td', {}, isLeader ? el('span', { class: 'leader' }, '★ leader') : m.role),
+        el('td', { class: `problem ${kind}` }, ''),
+        el('td', { class: 'num lag' }, ''),
+        el('td', { class: 'num applied' }, ''),
+        el('td', {}, m.version || versions[m.id] || '–'),
+        el('td', { class: 'mono' }, m.client_addr || ''),
+        el('td', {}, canTransfer ? el('button', { type: 'button', 'data-action': 'transfer', onclick: () => confirmAction('transfer', m.id) }, 'Make leader') : '')),
+    };
   }));
 }
 
@@ -363,6 +414,7 @@ $('confirm-form').addEventListener('submit', async (e) => {
   $('status').textContent = `${d.dataset.action} ${d.dataset.target}: done`;
 });
 $('confirm-cancel').addEventListener('click', () => $('confirm').close());
+$('confirm-input').addEventListener('input', () => { $('confirm-error').textContent = ''; });
 
 // ---- keyboard ----
 

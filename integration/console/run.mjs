@@ -267,6 +267,20 @@ const specs = {
     check(!/a1/.test(status), `app:visible is free after the revoke (FENCE.STATUS: ${JSON.stringify(status)})`);
     await poll('the audit trail has the revoke by admin through the console', async () =>
       /msg=audit action=revoke args=app:visible user=admin .*client_name=fencer-console/.test(readFileSync(n.log, 'utf8')));
+
+    // The admin's transfer, after its confirmation.
+    let target;
+    await poll('a follower offers "Make leader"', async () => {
+      target = await pd.locator('#members button[data-action="transfer"]').first().evaluate((b) => b.closest('tr').dataset.member, null, { timeout: 500 });
+      return target;
+    });
+    await pd.locator(`#members tr[data-member="${target}"] button[data-action="transfer"]`).click();
+    await pd.locator('#confirm-input').fill(target);
+    await pd.locator('#confirm-input').press('Enter');
+    await poll(`the members show ${target} as the leader after the transfer`, async () =>
+      (await pd.locator(`#members tr[data-member="${target}"]`).getAttribute('data-leader', { timeout: 500 })) === 'true');
+    await poll('the audit trail has the transfer by admin through the console', async () =>
+      new RegExp(`msg=audit action=transfer args=${target} user=admin .*client_name=fencer-console`).test(readFileSync(n.log, 'utf8')));
     await adminCtx.close();
   },
 };
