@@ -130,6 +130,16 @@ const specs = {
     });
     await shot(page, 'console-locks.png');
 
+    // A session and an election held under it.
+    const sid = cli(2, 'admin', 'FENCE.SESSION', 'OPEN', '60000');
+    const epoch = cli(2, 'admin', 'FENCE.ACQUIRE', 'app:primary', 'candidate-a', '0', 'SESSION', sid, 'VALUE', 'db-a:5432').split('\n')[0];
+    await poll(`session ${sid} is listed with its lock`, async () =>
+      (await page.locator(`#sessions tr[data-key="${sid}"]`).textContent({ timeout: 500 })).includes('app:primary'));
+    await poll(`the election app:primary shows candidate-a, epoch ${epoch}, value db-a:5432`, async () => {
+      const t = await page.locator('#elections tr[data-key="app:primary"]').textContent({ timeout: 500 });
+      return t.includes('candidate-a') && t.includes(epoch) && t.includes('db-a:5432');
+    });
+
     // The page's rule, fed directly: a listing from an older position (a
     // leader behind the last one) and an event replayed from before what
     // is shown change nothing.
