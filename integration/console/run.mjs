@@ -140,6 +140,17 @@ const specs = {
       return t.includes('candidate-a') && t.includes(epoch) && t.includes('db-a:5432');
     });
 
+    // A reconnect: the feed is cut; what happens meanwhile arrives once the
+    // page reconnects, resuming the watch from the last position it saw.
+    await page.evaluate(() => state.feedCtl.abort());
+    const gap = cli(2, 'admin', 'FENCE.ACQUIRE', 'app:gap', 'while-away', '30000').split('\n')[0];
+    check(cli(2, 'admin', 'FENCE.RELEASE', 'app:gap', 'while-away') === '1', `app:gap granted (token ${gap}) and released while the feed was cut`);
+    await poll('the page reconnected and shows the grant and release it missed', async () => {
+      const t = await page.locator('#history').textContent();
+      return (await page.evaluate(() => document.body.dataset.feed)) === 'live' &&
+        t.includes(`@${gap} granted app:gap while-away`) && /released app:gap while-away/.test(t);
+    });
+
     // The page's rule, fed directly: a listing from an older position (a
     // leader behind the last one) and an event replayed from before what
     // is shown change nothing.
