@@ -375,6 +375,8 @@ func nativeCommands() []command {
 			group: "fencer", summary: "Lists open sessions with their user, TTL and locks, a page at a time: [AFTER id] [COUNT n] [USER name]."},
 		{name: "fence.onbehalf", arity: -4, flags: admin, keys: noKeys("it runs the command it carries, whose own keys are checked then"), handler: (*Bridge).onbehalf,
 			group: "fencer", summary: "Runs a forwarded command as the user who sent it to the forwarding node: user pattern command [arg ...]."},
+		{name: "fence.onbehalfclient", arity: -6, flags: admin, keys: noKeys("it runs the command it carries, whose own keys are checked then"), handler: (*Bridge).onbehalfclient,
+			group: "fencer", summary: "Runs a forwarded command as the user who sent it to the forwarding node, recording that client's address and name: user pattern addr name command [arg ...]."},
 	}
 }
 
