@@ -146,7 +146,7 @@ function rowFromListing(l, pos, now) {
   return {
     name: l.name, kind: l.kind, permits: l.permits, value: l.value, pos,
     holders: (l.holders || []).map((h) => ({
-      owner: h.owner, token: h.token, mode: h.mode, session: h.session,
+      owner: h.owner, token: h.token, mode: h.mode, session: h.session, client: h.client,
       deadline: h.remaining_ms < 0 ? null : now + h.remaining_ms,
     })),
     waiters: (l.waiters || []).map((w) => ({ owner: w.owner, mode: w.mode, waited: w.waited_ms })),
@@ -234,6 +234,16 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// clientText is the connection that took a grant, as the leader recorded
+// it: unknown for a grant made under an earlier leader, pending for one
+// seen on the feed before the next listing.
+function clientText(h) {
+  if (!h) return '';
+  if (h.client === undefined) return '…';
+  if (h.client === null) return 'unknown (an earlier leader)';
+  return `${h.client.user || 'default'} from ${h.client.addr}${h.client.name ? ` (${h.client.name})` : ''}`;
+}
+
 function ttlText(deadline, now) {
   if (deadline === null) return 'no expiry';
   if (deadline === undefined) return '…';
@@ -304,6 +314,7 @@ function renderLocks(now) {
         el('td', { class: 'mono' }, name),
         el('td', {}, r.kind + (r.permits ? ` (${r.permits})` : '')),
         el('td', { class: 'holder' }, holders.map((h) => (h ? h.owner + (h.mode ? ` (${h.mode})` : '') : 'free')).join(', ')),
+        el('td', { class: 'client' }, holders.map((h) => clientText(h)).join(', ')),
         el('td', { class: 'num token' }, holders.map((h) => (h ? String(h.token) : '')).join(', ')),
         el('td', { class: 'num ttl' }, ttl()),
         el('td', { class: 'waiters' }, r.waiters.length

@@ -74,7 +74,7 @@ async function lockRow(page, name) {
     const tr = [...document.querySelectorAll('#locks tbody tr')].find((r) => r.dataset.lock === name);
     if (!tr) return null;
     const cell = (c) => tr.querySelector(`td.${c}`).textContent;
-    return { holder: cell('holder'), token: cell('token'), ttl: cell('ttl'),
+    return { holder: cell('holder'), client: cell('client'), token: cell('token'), ttl: cell('ttl'),
       waiters: [...tr.querySelectorAll('td.waiters li')].map((li) => li.textContent), pos: Number(tr.dataset.pos) };
   }, name);
 }
@@ -109,6 +109,10 @@ const specs = {
     await poll(`${key} shows worker-1 with token ${token}`, async () => {
       const r = await lockRow(page, key);
       return r && r.holder === 'worker-1' && r.token === token;
+    });
+    await poll('the holder\'s client is shown: user admin, redis-cli\'s address', async () => {
+      const r = await lockRow(page, key);
+      return r && /^admin from 127\.0\.0\.1:\d+$/.test(r.client);
     });
     let first;
     await poll('its TTL is shown', async () => { const r = await lockRow(page, key); first = r && parseFloat(r.ttl); return first > 0; });
