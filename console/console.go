@@ -284,6 +284,7 @@ type sessionReply struct {
 // login: POST /api/login {"user","password"} → the session cookie and
 // {"user","admin","token"}.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	bodyDeadline(w)
 	var req loginRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil {
 		httpError(w, http.StatusBadRequest, "want a JSON body {\"user\": ..., \"password\": ...}")
@@ -442,6 +443,7 @@ func (c *Console) transfer(w http.ResponseWriter, r *http.Request, s *session) {
 
 // action reads an action's body and checks its confirmation.
 func (c *Console) action(w http.ResponseWriter, r *http.Request, anyTarget bool) (actionRequest, bool) {
+	bodyDeadline(w)
 	var req actionRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 8192)).Decode(&req); err != nil {
 		httpError(w, http.StatusBadRequest, "want a JSON body {\"target\": ..., \"confirm\": ...}")
@@ -487,6 +489,12 @@ func remoteHost(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return h
+}
+
+// bodyDeadline bounds the reading of a request's body (the server has no
+// ReadTimeout: it would end the feeds, which read nothing).
+func bodyDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Second))
 }
 
 func randomHex() string {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/fencerlock/fencer/console"
@@ -75,6 +76,7 @@ func serveUI(ln net.Listener, c *config, certs *certStore, node *server.Node, lo
 	cl.push(con.Close)
 	srv := &http.Server{Handler: con.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	ln = &limitedListener{Listener: ln, slots: make(chan struct{}, maxUIConns)}
 	scheme := "http"
 	if tc := uiTLSConfig(certs); tc != nil {
 		ln, scheme = tls.NewListener(ln, tc), "https"
@@ -99,4 +101,45 @@ func listenUI(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("--ui: %w", err)
 	}
 	return ln, nil
+}
+
+// maxUIConns bounds the console's open connections: its sessions' feeds
+// (64 sessions, 4 feeds each) and room for the page's other requests and
+// for logins.
+const maxUIConns = 512
+
+// limitedListener closes a connection accepted beyond its slots at once,
+// so that connections held open by a client that never logs in cannot
+// exhaust the node's descriptors.
+type limitedListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+// slotConn gives its slot back once, when closed.
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }

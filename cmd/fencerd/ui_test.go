@@ -1,7 +1,10 @@
 package main
 
 import (
+	"net"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/fencerlock/fencer/redisbridge"
 	"github.com/stretchr/testify/assert"
@@ -37,4 +40,51 @@ func TestCheckUI(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want, "%+v", tc)
 		}
 	}
+}
+
+func TestUIConnectionLimit(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &limitedListener{Listener: inner, slots: make(chan struct{}, 2)}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c1, c2, c3 := dial(), dial(), dial()
+	defer c1.Close()
+	defer c2.Close()
+	s1, s2 := <-accepted, <-accepted
+	// The third is closed by the listener: a read ends at once.
+	_ = c3.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c3.Read(make([]byte, 1))
+	assert.Error(t, err)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "closed, not left waiting")
+	// A slot given back takes the next one.
+	s1.Close()
+	s1.Close() // twice gives back one slot
+	c4 := dial()
+	defer c4.Close()
+	select {
+	case s4 := <-accepted:
+		s4.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a freed slot was not reused")
+	}
+	s2.Close()
 }
