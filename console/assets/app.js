@@ -89,7 +89,9 @@ async function runFeed(gen) {
   while (gen === state.feedGen) {
     const ctl = new AbortController();
     state.feedCtl = ctl;
-    const from = Math.max(state.feedPos, state.listPos);
+    // Resume the watch where the feed stopped, so the history has no gap
+    // (the listing already shows the state past it).
+    const from = state.feedPos > 0 ? state.feedPos : state.listPos;
     const url = `/api/feed?prefix=${encodeURIComponent(state.prefix)}${from > 0 ? `&from=${from}` : ''}`;
     try {
       const res = await fetch(url, { method: 'POST', credentials: 'same-origin', headers: { 'X-Fencer-Token': state.token }, signal: ctl.signal });
