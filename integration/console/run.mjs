@@ -244,6 +244,11 @@ const specs = {
     await poll('user app sees app:visible', async () => (await lockRow(pa, 'app:visible')) !== null);
     await poll(`the listing has passed other:hidden's grant (position ${hidden})`, async () => Number(await pa.locator('#list-pos').textContent()) >= Number(hidden));
     check((await lockRow(pa, 'other:hidden')) === null && !(await pa.content()).includes('other:hidden'), 'user app does not see other:hidden');
+    // The live feed too: grants made while the page is open.
+    cli(cfg.console, 'admin', 'FENCE.ACQUIRE', 'other:later', 'o2', '60000');
+    cli(cfg.console, 'admin', 'FENCE.ACQUIRE', 'app:later', 'a2', '60000');
+    await poll('user app sees the grant of app:later as it happens', async () => (await pa.locator('#history').textContent()).includes('granted app:later a2'));
+    check(!(await pa.content()).includes('other:later'), 'the grant of other:later, made just before, is not on user app\'s page');
     check((await pa.locator('#members tbody tr').count()) === 0 && (await pa.locator('button[data-action]').count()) === 0, 'user app has no members view and no actions');
     const r1 = await pa.evaluate(async () => (await fetch('/api/revoke', { method: 'POST', body: JSON.stringify({ target: 'app:visible', confirm: 'app:visible' }) })).status);
     check(r1 === 403, `a POST without the token is refused (got ${r1})`);
