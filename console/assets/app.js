@@ -133,7 +133,12 @@ function handle(m) {
       if (m.position >= state.sessions.pos) state.sessions = { pos: m.position, list: m.sessions || [], at: performance.now() };
       break;
     case 'health':
-      if (m.commit_index >= state.healthPos) { state.healthPos = m.commit_index; state.health = m; }
+      // A later reading of the same leader, or any reading of another one
+      // (whose Raft index may start lower: a cluster restored from a
+      // snapshot counts its log from the start again).
+      if (m.commit_index >= state.healthPos || !state.health || m.leader !== state.health.leader) {
+        state.healthPos = m.commit_index; state.health = m;
+      }
       break;
     case 'cluster': state.cluster = m; break;
     case 'error': state.errors[m.source] = m.error; break;
