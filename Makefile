@@ -101,15 +101,29 @@ test:
 	$(TIMED) test-java-libs $(MAKE) test-java-libs
 	$(TIMED) test-pyrust-libs $(MAKE) test-pyrust-libs
 
-# check-full: make check, then the Java lock libraries' full matrix (a
+# check-full: make check, then the web console's browser specs beyond the
+# one make check runs (test-console-full), the Java lock libraries' full matrix (a
 # leader kill under every API of integration/java-libs, not one per
 # library family), the Python and Rust libraries' (a leader kill per
 # library, and the Redlock ones given every address), and the Python
 # client's matrix (test-python-full).
 check-full: check
+	$(TIMED) test-console-full $(MAKE) test-console-full
 	$(TIMED) test-java-libs-full $(MAKE) test-java-libs-full
 	$(TIMED) test-pyrust-libs-full $(MAKE) test-pyrust-libs-full
 	$(TIMED) test-python-full $(MAKE) test-python-full
+
+# test-console-full: the web console's browser specs, all of them
+# (integration/console_test.go; make check runs the first, "live"):
+# headless Chromium (Debian's chromium) driven by playwright-core, pinned in
+# integration/console/package-lock.json and installed with npm's cache in
+# NPM_CACHE, against three fencerd processes. console-screenshots: the same,
+# writing the screenshots docs/operations.md shows into docs/console.
+.PHONY: test-console-full console-screenshots
+test-console-full:
+	FENCER_CONSOLE_FULL=1 NPM_CACHE=$(NPM_CACHE) $(GO) test -count=1 -timeout 10m -run '^TestConsoleBrowser$$' ./integration/
+console-screenshots:
+	FENCER_CONSOLE_FULL=1 FENCER_CONSOLE_SHOTS=$(CURDIR)/docs/console NPM_CACHE=$(NPM_CACHE) $(GO) test -count=1 -timeout 10m -run '^TestConsoleBrowser$$' ./integration/
 
 # test-fenceetcd: fence/fenceetcd against a real etcd (Debian etcd-server).
 test-fenceetcd:

@@ -52,6 +52,18 @@ type Holder struct {
 	Session   uint64
 	Mode      string // "", "read", "write" or "permit"
 	Slot      int
+	// Client is the client that took it, as the leader recorded it; nil
+	// if the leader has no record (a grant made under an earlier leader,
+	// or by a Redis write or script).
+	Client *ClientInfo
+}
+
+// ClientInfo identifies a client connection: its user, its address as
+// the node it connected to saw it, and its CLIENT SETNAME.
+type ClientInfo struct {
+	User string `json:"user"`
+	Addr string `json:"addr"`
+	Name string `json:"name"`
 }
 
 // Waiter is one queued acquire.
@@ -107,9 +119,13 @@ func (c *Client) Locks(ctx context.Context, q LockQuery) (LockPage, error) {
 			if !ok {
 				return LockPage{}, bad
 			}
-			li.Holders = append(li.Holders, Holder{Owner: str(hf["owner"]), Token: uint64(num(hf["token"])),
+			ho := Holder{Owner: str(hf["owner"]), Token: uint64(num(hf["token"])),
 				Remaining: msDuration(num(hf["remaining_ms"])), Session: uint64(num(hf["session"])),
-				Mode: str(hf["mode"]), Slot: int(num(hf["slot"]))})
+				Mode: str(hf["mode"]), Slot: int(num(hf["slot"]))}
+			if cf, ok := fields(hf["client"]); ok {
+				ho.Client = &ClientInfo{User: str(cf["user"]), Addr: str(cf["addr"]), Name: str(cf["name"])}
+			}
+			li.Holders = append(li.Holders, ho)
 		}
 		for _, w := range ws {
 			wf, ok := fields(w)

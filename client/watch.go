@@ -32,7 +32,10 @@ const (
 	// are the holder as of Position (Token 0: free). It is the first event
 	// of a watch started without WatchFrom, and comes after a resume the
 	// node no longer has the history for, or when the caller read too
-	// slowly.
+	// slowly. In a watch of a prefix (WatchPrefix) a reset names no lock
+	// (Name, Owner and Token empty): the state of the locks under the
+	// prefix as of Position is what a listing (Locks) read at or after it
+	// shows.
 	EventReset EventKind = "reset"
 	// EventProclaimed: the holder (Owner, Token) of a lock under a
 	// session, an election's leader, announced a new Value.
@@ -78,7 +81,8 @@ func WatchFrom(pos uint64) WatchOption {
 // EventReset saying so.
 type Watch struct {
 	c      *Client
-	name   string
+	name   string // the lock, or the prefix
+	prefix bool
 	events chan Event
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -110,7 +114,19 @@ func (c *Client) Watch(ctx context.Context, name string, opts ...WatchOption) (*
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
 	}
-	w := &Watch{c: c, name: name, events: make(chan Event, watchBuffer), done: make(chan struct{})}
+	return c.startWatch(ctx, &Watch{c: c, name: name}, opts)
+}
+
+// WatchPrefix is Watch for every lock whose name starts with prefix (""
+// is every lock the user may see): their events, each with its Name, in
+// position order, with the same resumption across nodes. Its resets name
+// no lock (EventReset).
+func (c *Client) WatchPrefix(ctx context.Context, prefix string, opts ...WatchOption) (*Watch, error) {
+	return c.startWatch(ctx, &Watch{c: c, name: prefix, prefix: true}, opts)
+}
+
+func (c *Client) startWatch(ctx context.Context, w *Watch, opts []WatchOption) (*Watch, error) {
+	w.events, w.done = make(chan Event, watchBuffer), make(chan struct{})
 	for _, o := range opts {
 		o(&w.cfg)
 	}
@@ -251,6 +267,11 @@ func (w *Watch) session(n *node, started chan struct{}) (ok bool, err error) {
 	}
 	cmd := resp.AppendCommand(nil, hello...)
 	args := [][]byte{[]byte("FENCE.WATCH"), []byte(w.name)}
+	confirm, event, fields := "fence.watch", "fence.event", 7
+	if w.prefix {
+		args = [][]byte{[]byte("FENCE.WATCH"), []byte("PREFIX"), []byte(w.name)}
+		confirm, event, fields = "fence.pwatch", "fence.pevent", 8
+	}
 	if from, resume := w.resumeFrom(); resume {
 		args = append(args, []byte("FROM"), strconv.AppendUint(nil, from, 10))
 	}
@@ -267,7 +288,7 @@ func (w *Watch) session(n *node, started chan struct{}) (ok bool, err error) {
 			return false, err
 		case v.Kind == resp.Error:
 			return false, replyError(v.Str)
-		case i == 1 && (v.Kind != resp.Push || len(v.Elems) != 3 || v.Elems[0].Str != "fence.watch"):
+		case i == 1 && (v.Kind != resp.Push || len(v.Elems) != 3 || v.Elems[0].Str != confirm):
 			return false, fmt.Errorf("client: unexpected reply to FENCE.WATCH: %v", v)
 		}
 	}
@@ -308,11 +329,12 @@ func (w *Watch) session(n *node, started chan struct{}) (ok bool, err error) {
 			return true, err
 		case v.Kind == resp.Error:
 			return true, replyError(v.Str)
-		case v.Kind != resp.Push || len(v.Elems) != 7 || v.Elems[0].Str != "fence.event":
+		case v.Kind != resp.Push || len(v.Elems) != fields || v.Elems[0].Str != event:
 			continue // PONG
 		}
-		ev := Event{Kind: EventKind(v.Elems[2].Str), Name: v.Elems[1].Str,
-			Position: uint64(v.Elems[3].Int), Owner: v.Elems[4].Str, Token: uint64(v.Elems[5].Int), Value: v.Elems[6].Str}
+		f := v.Elems[fields-6:] // key kind position owner token value
+		ev := Event{Kind: EventKind(f[1].Str), Name: f[0].Str,
+			Position: uint64(f[2].Int), Owner: f[3].Str, Token: uint64(f[4].Int), Value: f[5].Str}
 		if ev.Kind == EventReset && w.delivered && ev.Position < w.last {
 			// A state older than what was delivered (a node behind the
 			// last position, from a server that dates a reset below a

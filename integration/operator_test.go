@@ -210,7 +210,9 @@ func TestOperatorListingsShowOnlyTheUsersNames(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		time.Sleep(300 * time.Millisecond)
 	}
-	row := regexp.MustCompile(`(?m)^billing:job\s+lock\s+holder\s+\d+\s+\d+(\.\d+)?m?s\s+-\s+1\. w1 \(.+\), 2\. w2 \(.+\)$`)
+	// The holder's client: billing, from redis-cli's address as the
+	// follower saw it, unnamed.
+	row := regexp.MustCompile(`(?m)^billing:job\s+lock\s+holder\s+\d+\s+\d+(\.\d+)?m?s\s+-\s+billing 127\.0\.0\.1:\d+ -\s+1\. w1 \(.+\), 2\. w2 \(.+\)$`)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		out, errOut, code = clFencer(t, bin, follower, admin, "locks")
 		if code == 0 && row.MatchString(out) {

@@ -127,9 +127,40 @@ func (b *Bridge) authRequired() bool { return len(b.users) > 0 }
 
 // lookup returns the user name with password, or nil, in time that does
 // not depend on whether the user exists.
-func (b *Bridge) lookup(name, password []byte) *User {
+func (b *Bridge) lookup(name, password []byte) *User { return lookupUser(b.users, name, password) }
+
+// Credentials checks a name and a password against the users of a Config,
+// as AUTH does (Config.Credentials); the web console logs its users in
+// with it.
+type Credentials struct{ users map[string]*User }
+
+// Credentials returns the check of c's users (Users, and "default" with
+// RequirePass), or an error if c has none or a bad table.
+func (c *Config) Credentials() (*Credentials, error) {
+	users, _, err := c.userTable()
+	if err != nil {
+		return nil, err
+	}
+	if len(users) == 0 {
+		return nil, configError("Users", "no users and no RequirePass: nobody could log in")
+	}
+	return &Credentials{users: users}, nil
+}
+
+// Check returns the user name with password (its Name and Pattern; not its
+// password), or false, in time that does not depend on whether the user
+// exists.
+func (c *Credentials) Check(name, password string) (User, bool) {
+	u := lookupUser(c.users, []byte(name), []byte(password))
+	if u == nil {
+		return User{}, false
+	}
+	return User{Name: u.Name, Digest: u.Digest, Pattern: u.Pattern, MaxLocks: u.MaxLocks}, true
+}
+
+func lookupUser(users map[string]*User, name, password []byte) *User {
 	d := sha256.Sum256(password)
-	u, ok := b.users[string(name)]
+	u, ok := users[string(name)]
 	if !ok {
 		var dummy [sha256.Size]byte
 		subtle.ConstantTimeCompare(d[:], dummy[:])

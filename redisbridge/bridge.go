@@ -76,9 +76,14 @@ type connState struct {
 	// watches are the keys the connection watches (FENCE.WATCH), touched
 	// only by the goroutine serving its commands.
 	watches map[string]*connWatch
+	// pwatches are the prefixes it watches (FENCE.WATCH PREFIX), likewise.
+	pwatches map[string]*connWatch
 	// user is the authenticated user; nil before AUTH (or always, when
 	// authentication is off).
 	user *User
+	// origin, on a forwarding connection, is the client a forwarded
+	// command came from (FENCE.ONBEHALFCLIENT), for one command.
+	origin *server.ClientInfo
 	// batchLeft is how many commands of the current read batch follow the
 	// one being handled; batchPos is its position in the batch.
 	batchLeft, batchPos int
@@ -207,7 +212,7 @@ func (b *Bridge) handle(c redcon.Conn, cmd redcon.Command) {
 	if st.forwarded {
 		// A forwarded request runs as the user it names (FENCE.ONBEHALF),
 		// a bare one as the forwarding node's user.
-		st.user = st.nodeUser
+		st.user, st.origin = st.nodeUser, nil
 	}
 	b.dispatch(c, st, cmd.Args, cmd.Raw)
 }
@@ -319,7 +324,7 @@ func (b *Bridge) fail(ctx context.Context, r *request, err error) {
 		}
 	}
 	for tries := 0; ; tries++ {
-		reply, sent, ferr := b.fwd.roundTrip(ctx, addr, r.conn.proto, onBehalf(r.conn, r.raw, r.args))
+		reply, sent, ferr := b.forward(ctx, addr, r, r.raw, r.args)
 		switch {
 		case ferr == nil:
 			r.c.WriteRaw(reply)

@@ -83,10 +83,17 @@ type keySpec struct {
 	// pattern applies.
 	channels bool
 	engine   bool
+	// prefixForm: in FENCE.WATCH's prefix form the positions name no lock.
+	prefixForm bool
 }
 
 // keyAt is a command's one lock name, at argument i.
 func keyAt(i int) keySpec { return keySpec{first: i, last: i, step: 1} }
+
+// keyUnlessPrefix is FENCE.WATCH's: a lock name at argument i, except in
+// the form PREFIX p [FROM position], which names none (the user's pattern
+// is applied to each event's key instead).
+func keyUnlessPrefix(i int) keySpec { return keySpec{first: i, last: i, step: 1, prefixForm: true} }
 
 // numKeysAt is "numkeys key [key ...]" with numkeys at argument i.
 func numKeysAt(i int) keySpec { return keySpec{numKeysAt: i} }
@@ -106,7 +113,7 @@ func (k keySpec) declared() bool { return k.first > 0 || k.numKeysAt > 0 || k.no
 // lockKeys returns the lock names args name, for the user's pattern.
 func (k keySpec) lockKeys(args [][]byte) [][]byte {
 	switch {
-	case k.channels || k.engine:
+	case k.channels || k.engine, k.prefixForm && isPrefixWatch(args):
 		return nil
 	case k.numKeysAt > 0:
 		return numKeysArgs(args, k.numKeysAt)
@@ -170,7 +177,7 @@ func (c *command) commandFlags() []string {
 	if c.flags&blocking != 0 && !slices.Contains(out, "blocking") {
 		out = append(out, "blocking")
 	}
-	if c.keys.numKeysAt > 0 && !slices.Contains(out, "movablekeys") {
+	if (c.keys.numKeysAt > 0 || c.keys.prefixForm) && !slices.Contains(out, "movablekeys") {
 		out = append(out, "movablekeys")
 	}
 	return out
@@ -336,10 +343,10 @@ func nativeCommands() []command {
 			group: "fencer", summary: "Reports whether a token is the current grant: key token."},
 		{name: "fence.leader", arity: 1, keys: noKeys(cluster), handler: (*Bridge).leader,
 			group: "fencer", summary: "Returns the leader's ID and client address."},
-		{name: "fence.watch", arity: -2, most: 4, flags: whileSubscribed, keys: keyAt(1), handler: (*Bridge).watch,
-			redisFlags: pubsubFl, group: "fencer", summary: "Pushes every change of a lock's holder: key [FROM position]."},
+		{name: "fence.watch", arity: -2, most: 5, flags: whileSubscribed, keys: keyUnlessPrefix(1), handler: (*Bridge).watch,
+			redisFlags: pubsubFl, group: "fencer", summary: "Pushes every change of a lock's holder, or of every lock under a prefix: key [FROM position] | PREFIX p [FROM position]."},
 		{name: "fence.unwatch", arity: -1, flags: whileSubscribed, keys: noKeys("it ends the connection's own watches, each checked when it began"), handler: (*Bridge).unwatch,
-			redisFlags: pubsubFl, group: "fencer", summary: "Stops watching keys: [key ...]."},
+			redisFlags: pubsubFl, group: "fencer", summary: "Stops watching keys, or a prefix: [key ...] | PREFIX p."},
 		{name: "fence.members", arity: 1, keys: noKeys(cluster), handler: (*Bridge).members,
 			group: "fencer", summary: "Lists the cluster's members."},
 		{name: "fence.cluster", arity: 1, keys: noKeys(cluster), handler: (*Bridge).cluster,
@@ -368,6 +375,8 @@ func nativeCommands() []command {
 			group: "fencer", summary: "Lists open sessions with their user, TTL and locks, a page at a time: [AFTER id] [COUNT n] [USER name]."},
 		{name: "fence.onbehalf", arity: -4, flags: admin, keys: noKeys("it runs the command it carries, whose own keys are checked then"), handler: (*Bridge).onbehalf,
 			group: "fencer", summary: "Runs a forwarded command as the user who sent it to the forwarding node: user pattern command [arg ...]."},
+		{name: "fence.onbehalfclient", arity: -6, flags: admin, keys: noKeys("it runs the command it carries, whose own keys are checked then"), handler: (*Bridge).onbehalfclient,
+			group: "fencer", summary: "Runs a forwarded command as the user who sent it to the forwarding node, recording that client's address and name: user pattern addr name command [arg ...]."},
 	}
 }
 

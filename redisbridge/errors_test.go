@@ -158,6 +158,7 @@ func (f faultyLocker) TransferLeadership(context.Context, string) error         
 func (f faultyLocker) StateHash() (uint64, string)                                    { return 0, "" }
 func (f faultyLocker) SnapshotTable(context.Context) ([]byte, error)                  { return nil, f.err }
 func (f faultyLocker) Watch(string, uint64, bool) (*server.Watch, error)              { return nil, f.err }
+func (f faultyLocker) WatchPrefix(string, uint64, bool) (*server.Watch, error)        { return nil, f.err }
 func (f faultyLocker) Update(context.Context, []string, func(*server.Tx) error) error { return f.err }
 func (f faultyLocker) ID() string                                                     { return "faulty" }
 func (f faultyLocker) ClusterID() string                                              { return "" }

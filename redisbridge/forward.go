@@ -35,6 +35,26 @@ type forwarder struct {
 	auth []byte
 	// tls, if set, makes new connections TLS.
 	tls *tls.Config
+	// olds are the leaders that did not know FENCE.ONBEHALFCLIENT, until
+	// when to send them the older form.
+	olds map[string]time.Time
+}
+
+// old reports whether addr is a leader to send the older form.
+func (f *forwarder) old(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Now().Before(f.olds[addr])
+}
+
+// markOld notes that addr did not know FENCE.ONBEHALFCLIENT.
+func (f *forwarder) markOld(addr string, until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.olds == nil {
+		f.olds = make(map[string]time.Time)
+	}
+	f.olds[addr] = until
 }
 
 // poolKey names one pool of forwarding connections.

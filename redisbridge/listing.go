@@ -96,9 +96,18 @@ func (b *Bridge) locks(r *request) {
 		r.c.WriteBulkString("holders")
 		r.c.WriteArray(len(l.Holders))
 		for _, h := range l.Holders {
-			r.mapHeader(6)
+			r.mapHeader(7)
 			r.writeFields2("owner", h.Owner, "mode", modeName(h.Mode))
 			r.writeInts("token", int64(h.Token), "remaining_ms", remainingMS(h.Remaining), "session", int64(h.Session), "slot", int64(h.Slot))
+			// The client that took it, as the leader recorded it; null
+			// where it has no record (granted under an earlier leader).
+			r.c.WriteBulkString("client")
+			if c := h.Client; c != nil {
+				r.mapHeader(3)
+				r.writeFields2("user", c.User, "addr", c.Addr, "name", c.Name)
+			} else {
+				r.null()
+			}
 		}
 		r.c.WriteBulkString("waiters")
 		r.c.WriteArray(len(l.Waiters))

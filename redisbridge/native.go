@@ -160,6 +160,9 @@ func (b *Bridge) runAcquire(r *request, lead [][]byte, o acquireOptions, slot bo
 	}
 	ctx, cancel := b.requestCtx(wait)
 	defer cancel()
+	if c, ok := r.client(); ok {
+		ctx = server.WithClient(ctx, c)
+	}
 	if o.session != 0 && !b.sessionPermitted(ctx, r, o.session) {
 		return
 	}
@@ -201,7 +204,7 @@ func (b *Bridge) runAcquire(r *request, lead [][]byte, o acquireOptions, slot bo
 			resend := append(append([][]byte(nil), lead...), []byte("WAIT"), strconv.AppendInt(nil, left.Milliseconds(), 10))
 			resend = append(resend, o.sessionArgs...)
 			raw := resp.AppendCommand(nil, resend...)
-			reply, sent, ferr := b.fwd.roundTrip(ctx, nl.LeaderAddr, r.conn.proto, onBehalf(r.conn, raw, resend))
+			reply, sent, ferr := b.forward(ctx, nl.LeaderAddr, r, raw, resend)
 			code := replyCode(reply)
 			switch {
 			case ferr != nil:

@@ -30,51 +30,103 @@ import (
 // is granted, released, expired, revoked or reset, position an integer,
 // owner a bulk string and token an integer (a reset of a free key has
 // owner "" and token 0).
+//
+// FENCE.WATCH PREFIX p [FROM position] watches every key that starts with
+// p (server.Node.WatchPrefix), as PSUBSCRIBE does a pattern: the forms are
+// told apart by their count (a key form has 2 or 4 arguments, the prefix
+// form 3 or 5), so a key named PREFIX is still watched by FENCE.WATCH
+// PREFIX [FROM position]. Its messages name the prefix, as pmessage names
+// the pattern, so that a connection watching a key and a prefix that
+// covers it can tell the two streams apart:
+//
+//	fence.pwatch   prefix watches     confirms FENCE.WATCH PREFIX
+//	fence.punwatch prefix watches     confirms FENCE.UNWATCH PREFIX p
+//	fence.pevent   prefix key kind position owner token value
+//
+// A prefix watch's reset has key "", owner "" and token 0: the state under
+// the prefix as of its position is what FENCE.LOCKS reads. Only the events
+// of names the user's pattern allows are sent (checked as each comes: the
+// prefix itself names no lock).
 
-// maxConnWatches bounds the keys one connection watches; the node bounds
-// its watches in all (server.Config.MaxWatches).
-const maxConnWatches = 1024
+// maxConnWatches bounds the keys one connection watches, and
+// maxConnPrefixWatches the prefixes; the node bounds its watches in all
+// (server.Config.MaxWatches, MaxPrefixWatches).
+const (
+	maxConnWatches       = 1024
+	maxConnPrefixWatches = 16
+)
 
 // watchNode is what watches need of the node.
 type watchNode interface {
 	Watch(key string, from uint64, resume bool) (*server.Watch, error)
+	WatchPrefix(prefix string, from uint64, resume bool) (*server.Watch, error)
 }
 
-// connWatch is one watched key of a connection. Its pump writes the
-// watch's events until the connection closes or the key is unwatched.
+// isPrefixWatch reports whether args (the command's name first) are
+// FENCE.WATCH's or FENCE.UNWATCH's prefix form, PREFIX p [FROM position].
+func isPrefixWatch(args [][]byte) bool {
+	return (len(args) == 3 || len(args) == 5) && strings.EqualFold(string(args[1]), "prefix")
+}
+
+// connWatch is one watched key, or prefix, of a connection. Its pump
+// writes the watch's events until the connection closes or it is
+// unwatched.
 type connWatch struct {
 	w       *server.Watch
 	stopped bool // under the subscriber's mu: no event is queued any more
 	cancel  context.CancelFunc
+	// visible, for a prefix watch of a user limited to a pattern, is the
+	// pattern's check of each event's key.
+	visible func(string) bool
 }
 
-// watch: FENCE.WATCH key [FROM position].
+// watch: FENCE.WATCH key [FROM position], or FENCE.WATCH PREFIX p [FROM
+// position].
 func (b *Bridge) watch(r *request) {
-	if len(r.args) == 3 { // FROM without its position
+	prefix := isPrefixWatch(r.args)
+	args := r.args[1:]
+	if prefix {
+		args = args[1:]
+	}
+	if len(args) == 2 { // FROM without its position
 		wrongArity(r)
 		return
 	}
-	key := string(r.args[1])
+	name := string(args[0])
 	var from uint64
-	resume := len(r.args) == 4
+	resume := len(args) == 3
 	if resume {
-		if !strings.EqualFold(string(r.args[2]), "from") {
-			writeError(r.c, errOption(r.args[2], "FROM position"))
+		if !strings.EqualFold(string(args[1]), "from") {
+			writeError(r.c, errOption(args[1], "FROM position"))
 			return
 		}
-		v, err := strconv.ParseUint(string(r.args[3]), 10, 64)
+		v, err := strconv.ParseUint(string(args[2]), 10, 64)
 		if err != nil {
-			writeError(r.c, errArg("from", "a log position (a whole number)", r.args[3]))
+			writeError(r.c, errArg("from", "a log position (a whole number)", args[2]))
 			return
 		}
 		from = v
 	}
-	old := r.conn.watches[key]
-	if old == nil && len(r.conn.watches) >= maxConnWatches {
+	watches := &r.conn.watches
+	if prefix {
+		watches = &r.conn.pwatches
+	}
+	old := (*watches)[name]
+	switch {
+	case old == nil && !prefix && len(r.conn.watches) >= maxConnWatches:
 		writeError(r.c, errf("too many watches on this connection: at most %d; FENCE.UNWATCH a key first", maxConnWatches))
 		return
+	case old == nil && prefix && len(r.conn.pwatches) >= maxConnPrefixWatches:
+		writeError(r.c, errf("too many prefix watches on this connection: at most %d; FENCE.UNWATCH PREFIX p first", maxConnPrefixWatches))
+		return
 	}
-	w, err := b.locker.Watch(key, from, resume)
+	var w *server.Watch
+	var err error
+	if prefix {
+		w, err = b.locker.WatchPrefix(name, from, resume)
+	} else {
+		w, err = b.locker.Watch(name, from, resume)
+	}
 	if err != nil {
 		writeErr(r.c, err)
 		return
@@ -87,20 +139,27 @@ func (b *Bridge) watch(r *request) {
 	if fresh {
 		defer func() { go b.serveDetached(s) }()
 	}
-	if r.conn.watches == nil {
-		r.conn.watches = make(map[string]*connWatch)
+	if *watches == nil {
+		*watches = make(map[string]*connWatch)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old != nil {
-		// A watch of a key already watched replaces it: what follows the
-		// confirmation is the new watch's.
+		// A watch of a key (prefix) already watched replaces it: what
+		// follows the confirmation is the new watch's.
 		old.stop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cw := &connWatch{w: w, cancel: cancel}
-	r.conn.watches[key] = cw
-	s.send(appendWatchConfirm(nil, s.st.proto, "fence.watch", key, len(r.conn.watches)))
+	if prefix {
+		cw.visible = allowedKeys(r.conn.user)
+	}
+	(*watches)[name] = cw
+	word := "fence.watch"
+	if prefix {
+		word = "fence.pwatch"
+	}
+	s.send(appendWatchConfirm(nil, s.st.proto, word, name, prefix, r.conn.watchCount()))
 	go b.pump(ctx, s, cw)
 }
 
@@ -111,47 +170,64 @@ func (cw *connWatch) stop() {
 	cw.w.Close()
 }
 
-// unwatch: FENCE.UNWATCH [key ...]; without keys, every key.
+// unwatch: FENCE.UNWATCH [key ...]; without keys, every key and prefix;
+// FENCE.UNWATCH PREFIX p, the prefix p (keys named PREFIX and p are
+// unwatched by FENCE.UNWATCH p PREFIX).
 func (b *Bridge) unwatch(r *request) {
-	keys := make([]string, 0, len(r.args)-1)
-	for _, k := range r.args[1:] {
-		keys = append(keys, string(k))
+	type target struct {
+		name   string
+		prefix bool
 	}
-	if len(r.args) == 1 {
+	var ts []target
+	switch {
+	case isPrefixWatch(r.args):
+		ts = append(ts, target{string(r.args[2]), true})
+	case len(r.args) == 1:
 		for k := range r.conn.watches {
-			keys = append(keys, k)
+			ts = append(ts, target{name: k})
+		}
+		for p := range r.conn.pwatches {
+			ts = append(ts, target{p, true})
+		}
+	default:
+		for _, k := range r.args[1:] {
+			ts = append(ts, target{name: string(k)})
 		}
 	}
+	proto := r.conn.proto
 	s := r.conn.sub
-	if s == nil {
-		// Never watched: the confirmations, with nothing watched.
-		if len(keys) == 0 {
-			r.c.WriteRaw(appendWatchConfirm(nil, r.conn.proto, "fence.unwatch", "", 0))
-		}
-		for _, k := range keys {
-			r.c.WriteRaw(appendWatchConfirm(nil, r.conn.proto, "fence.unwatch", k, 0))
-		}
-		return
+	if s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		proto = s.st.proto
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	// Never watched, or nothing watched: the confirmations, with nothing
+	// watched.
 	var p []byte
-	if len(keys) == 0 {
-		p = appendWatchConfirm(p, s.st.proto, "fence.unwatch", "", 0)
+	if len(ts) == 0 {
+		p = appendWatchConfirm(p, proto, "fence.unwatch", "", false, 0)
 	}
-	for _, k := range keys {
-		if cw := r.conn.watches[k]; cw != nil {
-			cw.stop()
-			delete(r.conn.watches, k)
+	for _, t := range ts {
+		watches, word := r.conn.watches, "fence.unwatch"
+		if t.prefix {
+			watches, word = r.conn.pwatches, "fence.punwatch"
 		}
-		p = appendWatchConfirm(p, s.st.proto, "fence.unwatch", k, len(r.conn.watches))
+		if cw := watches[t.name]; cw != nil {
+			cw.stop()
+			delete(watches, t.name)
+		}
+		p = appendWatchConfirm(p, proto, word, t.name, t.prefix, r.conn.watchCount())
+	}
+	if s == nil {
+		r.c.WriteRaw(p)
+		return
 	}
 	s.send(p)
 }
 
 // unwatchAll ends every watch of the connection, silently (RESET).
 func (b *Bridge) unwatchAll(st *connState) {
-	if len(st.watches) == 0 {
+	if !st.watching() {
 		return
 	}
 	st.sub.mu.Lock()
@@ -160,10 +236,18 @@ func (b *Bridge) unwatchAll(st *connState) {
 		cw.stop()
 		delete(st.watches, k)
 	}
+	for k, cw := range st.pwatches {
+		cw.stop()
+		delete(st.pwatches, k)
+	}
 }
 
-// watching reports whether the connection watches a key.
-func (st *connState) watching() bool { return len(st.watches) > 0 }
+// watching reports whether the connection watches a key or a prefix.
+func (st *connState) watching() bool { return st.watchCount() > 0 }
+
+// watchCount is how many keys and prefixes the connection watches, the
+// count its confirmations carry.
+func (st *connState) watchCount() int { return len(st.watches) + len(st.pwatches) }
 
 // pumpHeadroom is how much of the subscriber's queue a pump leaves free
 // for replies and other messages: a pump waits rather than fill it, and a
@@ -192,6 +276,9 @@ func (b *Bridge) pump(ctx context.Context, s *subscriber, cw *connWatch) {
 		if err != nil {
 			return
 		}
+		if cw.visible != nil && ev.Kind != server.EventReset && !cw.visible(ev.Key) {
+			continue
+		}
 		for len(s.out) > pumpHeadroom {
 			if t == nil {
 				t = time.NewTimer(pumpBackoff)
@@ -206,19 +293,24 @@ func (b *Bridge) pump(ctx context.Context, s *subscriber, cw *connWatch) {
 		}
 		s.mu.Lock()
 		if !cw.stopped {
-			s.send(appendWatchEvent(nil, s.st.proto, ev))
+			if cw.w.Prefix() {
+				s.send(appendPrefixEvent(nil, s.st.proto, cw.w.Key(), ev))
+			} else {
+				s.send(appendWatchEvent(nil, s.st.proto, ev))
+			}
 		}
 		s.mu.Unlock()
 	}
 }
 
 // appendWatchConfirm appends [word, key, watches]; an empty key is a null,
-// as UNSUBSCRIBE without channels answers.
-func appendWatchConfirm(p []byte, proto int, word, key string, n int) []byte {
+// as UNSUBSCRIBE without channels answers (a prefix, which may be empty,
+// is always a string).
+func appendWatchConfirm(p []byte, proto int, word, key string, prefix bool, n int) []byte {
 	p = pushHeader(p, proto, 3)
 	p = redcon.AppendBulkString(p, word)
 	switch {
-	case key != "":
+	case key != "" || prefix:
 		p = redcon.AppendBulkString(p, key)
 	case proto == 3:
 		p = append(p, "_\r\n"...)
@@ -233,6 +325,21 @@ func appendWatchConfirm(p []byte, proto int, word, key string, n int) []byte {
 func appendWatchEvent(p []byte, proto int, ev server.WatchEvent) []byte {
 	p = pushHeader(p, proto, 7)
 	p = redcon.AppendBulkString(p, "fence.event")
+	return appendEventFields(p, ev)
+}
+
+// appendPrefixEvent appends [fence.pevent, prefix, key, kind, position,
+// owner, token, value].
+func appendPrefixEvent(p []byte, proto int, prefix string, ev server.WatchEvent) []byte {
+	p = pushHeader(p, proto, 8)
+	p = redcon.AppendBulkString(p, "fence.pevent")
+	p = redcon.AppendBulkString(p, prefix)
+	return appendEventFields(p, ev)
+}
+
+// appendEventFields appends an event's key, kind, position, owner, token
+// and value.
+func appendEventFields(p []byte, ev server.WatchEvent) []byte {
 	p = redcon.AppendBulkString(p, ev.Key)
 	p = redcon.AppendBulkString(p, ev.Kind.String())
 	p = redcon.AppendUint(p, ev.Position)

@@ -30,8 +30,11 @@ cd "$(dirname "$0")/.."
 # test-python-venv: fresh venvs of Debian's Python, where pip builds
 # psycopg2 from PyPI's source with python3-dev, libpq-dev and gcc). The
 # Rust lock libraries (integration/rustlibs) need cargo with Rust 1.88 or
-# later, newer than Debian 12's: rustup's. Add to this list.
-PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis podman runc openjdk-17-jdk-headless maven openssl python3-venv python3-dev libpq-dev gcc"
+# later, newer than Debian 12's: rustup's. chromium: the web console's
+# browser tests (integration/console_test.go drive it headless with
+# playwright-core, which the test installs at the version its
+# package-lock.json pins). Add to this list.
+PACKAGES="make redis-tools redis-server postgresql mariadb-server etcd-server python3-psycopg2 python3-pytest iptables iproute2 gnuplot-nox python3-redis nodejs php-cli php-redis php-predis php-symfony-lock php-symfony-semaphore php-malkusch-lock php-illuminate-cache php-illuminate-redis podman runc openjdk-17-jdk-headless maven openssl python3-venv python3-dev libpq-dev gcc chromium"
 PACKAGES="$PACKAGES ${DEPS_EXTRA:-}"
 
 if [ "${1:-}" = "--list" ]; then

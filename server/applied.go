@@ -10,6 +10,9 @@ import (
 func (g *grants) appliedLocked(r *fsm.Result) {
 	g.quotas.applied(r, g.table)
 	key := r.Cmd.Key
+	if g.clients.n > 0 {
+		g.dropEndedClientsLocked(key)
+	}
 	if r.Freed != nil {
 		g.lessor.drop(key, r.Freed)
 	}
@@ -85,6 +88,7 @@ func (g *grants) sessionAppliedLocked(r *fsm.Result) {
 // full TTL, and the quotas are counted again.
 func (g *grants) restoredLocked() {
 	g.quotas.recount(g.table)
+	g.clients = grantClients{}
 	now := time.Now()
 	g.lessor.restartAll(now)
 	g.kick()

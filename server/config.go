@@ -125,6 +125,10 @@ type Config struct {
 	// MaxWatches bounds the watches the node serves at once (Node.Watch):
 	// one more is refused with ErrLimit. The default is 65536.
 	MaxWatches int
+	// MaxPrefixWatches bounds the watches of a prefix (Node.WatchPrefix)
+	// among them: every event applied is matched against each, so they
+	// bound the work a watch adds to applying. The default is 256.
+	MaxPrefixWatches int
 
 	// SnapshotThreshold is how many log entries, or commands (an entry may
 	// hold a batch of them, see MaxBatch), are written between snapshots;
@@ -189,6 +193,7 @@ func DefaultConfig() Config {
 		MaxBatch:          1024,
 		WatchWindow:       65536,
 		MaxWatches:        65536,
+		MaxPrefixWatches:  256,
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  10 * time.Second,
 		SnapshotRetain:    2,
@@ -321,6 +326,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxWatches <= 0 {
 		bad("MaxWatches", "must be positive, got %d", c.MaxWatches)
+	}
+	if c.MaxPrefixWatches <= 0 {
+		bad("MaxPrefixWatches", "must be positive, got %d", c.MaxPrefixWatches)
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("SnapshotThreshold", "must be positive")

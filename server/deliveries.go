@@ -59,9 +59,15 @@ func (g *grants) begin(ok ownerKey) {
 // end ends one acquire of (key, owner) that returned token (zero: none). A
 // grant made meanwhile to the owner's abandoned wait is revoked once no
 // acquire of the owner is left that might return it.
-func (g *grants) end(ok ownerKey, token uint64) {
+//
+// c, if not nil, is the client the acquire returned token to: recorded
+// beside the grant (clients.go).
+func (g *grants) end(ok ownerKey, token uint64, c *ClientInfo) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if c != nil {
+		g.recordClientLocked(ok.key, token, *c)
+	}
 	g.deliveries.finished(ok, token)
 	if g.mayReturnLocked(ok) {
 		return

@@ -68,6 +68,9 @@ type grants struct {
 	// grantedWaiter is set when an applied entry granted a waiter, and
 	// taken by the apply that ends (unlockAndYieldToGranted).
 	grantedWaiter bool
+	// clients are the clients that took the live grants this node made
+	// as the leader (clients.go).
+	clients grantClients
 }
 
 // ownerKey is one owner's acquires of one key.

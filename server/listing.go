@@ -102,7 +102,8 @@ func (g *grants) lockInfoLocked(key string, l fsm.Lease, now time.Time) LockInfo
 	li := LockInfo{Name: key, Kind: kindName(l)}
 	one := func(l fsm.Lease, mode fsm.Mode, slot uint64) {
 		if rem := g.lockLeftLocked(l, now); rem > 0 {
-			li.Holders = append(li.Holders, Holding{Owner: l.Owner, Token: l.Token, Remaining: rem, Session: l.Session, Mode: mode, Slot: int(slot)})
+			li.Holders = append(li.Holders, Holding{Owner: l.Owner, Token: l.Token, Remaining: rem, Session: l.Session, Mode: mode, Slot: int(slot),
+				Client: g.clientLocked(key, l.Token)})
 		}
 	}
 	if l.Shared != nil {

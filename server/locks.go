@@ -83,7 +83,13 @@ func (n *Node) acquire(ctx context.Context, a acquireReq, ttl, wait time.Duratio
 	}
 	ok := ownerKey{key, owner}
 	n.grants.begin(ok)
-	defer func() { n.grants.end(ok, g.Token) }()
+	defer func() {
+		var c *ClientInfo
+		if ci, has := clientOf(ctx); has && granted && err == nil {
+			c = &ci
+		}
+		n.grants.end(ok, g.Token, c)
+	}()
 
 	waitEnd := time.Now().Add(wait)
 	faultPoint(pointAcquireReady, key)

@@ -100,7 +100,11 @@ func (n *Node) AcquireMany(ctx context.Context, a MultiAcquire) (g Grant, grante
 		case step.lost && r.Code == fsm.Applied:
 			return Grant{}, false, fmt.Errorf("%w: %s held only some of the keys an earlier attempt was granted (the others ran out or were taken); the rest are released", ErrLeaseLost, a.Owner)
 		case r.Code == fsm.Applied && len(r.Sub) > 0 && (r.Sub[0].Code == fsm.Granted || r.Sub[0].Code == fsm.Renewed):
-			return Grant{Token: r.Sub[0].Lease.Token, TTL: a.TTL}, true, nil
+			token := r.Sub[0].Lease.Token
+			for _, k := range keys {
+				n.grants.recordClient(ctx, k, token)
+			}
+			return Grant{Token: token, TTL: a.TTL}, true, nil
 		case r.Code == fsm.Applied && len(r.Sub) > 0 && r.Sub[0].Code == fsm.NoSession:
 			return Grant{}, false, ErrNoSession
 		}

@@ -110,7 +110,7 @@ func Open(cfg Config) (*Node, error) {
 	n.grants = newGrants(n.table, n.log, cfg.Quotas, cfg.MaxLocks)
 	n.grants.maxSessionLocks = cfg.MaxSessionLocks
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
-	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches)
+	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches, cfg.MaxPrefixWatches)
 	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches, halted: make(chan error, 1)}
 	recorded, err := readClusterID(cfg.DataDir)
 	if err != nil {
@@ -175,6 +175,9 @@ func nodeID(dir, want string) (string, error) {
 		return "", err
 	} else if has {
 		return "", damaged(path, "missing beside the Raft state in %s", dir)
+	}
+	if len(want) > maxPreambleField {
+		return "", fmt.Errorf("server: the server ID has %d bytes; at most %d are allowed (every Raft connection names the server it is for)", len(want), maxPreambleField)
 	}
 	id := want
 	if id == "" {
@@ -251,7 +254,17 @@ func (n *Node) startRaft() error {
 		}
 		// Every connection says which server and cluster it is for
 		// (peerid.go).
-		stream = newIDStream(stream, n.id, n.table.ClusterID, n.log)
+		// The cluster is the applied ID, or, until the log replays after
+		// a restart, the one the data directory recorded when it was
+		// applied: a restarted server must not take another cluster's
+		// connection in the meantime.
+		onDisk := n.fsm.id.recorded
+		stream = newIDStream(stream, n.id, func() string {
+			if id := n.table.ClusterID(); id != "" {
+				return id
+			}
+			return onDisk
+		}, n.log)
 		n.trans = idTransport{raft.NewNetworkTransportWithLogger(stream, RaftTransportPool, RaftTransportTimeout, rc.Logger.Named("transport"))}
 	}
 	trans := n.trans

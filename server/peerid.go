@@ -178,11 +178,11 @@ func (s *idStream) check(c net.Conn) error {
 	}
 	meant, err := readField(c)
 	if err != nil {
-		return fmt.Errorf("%w: reading its preamble: %v", errPeerIdentity, err)
+		return s.unreadable(c, err)
 	}
 	theirs, err := readField(c)
 	if err != nil {
-		return fmt.Errorf("%w: reading its preamble: %v", errPeerIdentity, err)
+		return s.unreadable(c, err)
 	}
 	if meant != s.self {
 		return s.refuse(c, fmt.Sprintf("it is meant for server %q, and this is %q: the dialer's configuration names this address for another server (a name or IP that now reaches this one)", meant, s.self))
@@ -208,6 +208,19 @@ func (s *idStream) refuse(c net.Conn, why string) error {
 	return fmt.Errorf("%w: %s", errPeerIdentity, why)
 }
 
+// errLongField is a preamble field over maxPreambleField.
+var errLongField = errors.New("a preamble field is too long")
+
+// unreadable ends a connection whose preamble could not be read: a field
+// too long is logged (a dialer that names a server or cluster no fencer
+// accepts), a connection that closed or stalled is not.
+func (s *idStream) unreadable(c net.Conn, err error) error {
+	if errors.Is(err, errLongField) {
+		return s.refuse(c, err.Error())
+	}
+	return fmt.Errorf("%w: reading its preamble: %v", errPeerIdentity, err)
+}
+
 // readField reads a length-prefixed string.
 func readField(r io.Reader) (string, error) {
 	var n [2]byte
@@ -216,7 +229,7 @@ func readField(r io.Reader) (string, error) {
 	}
 	l := binary.BigEndian.Uint16(n[:])
 	if l > maxPreambleField {
-		return "", fmt.Errorf("a field of %d bytes", l)
+		return "", fmt.Errorf("%w: %d bytes, at most %d", errLongField, l, maxPreambleField)
 	}
 	b := make([]byte, l)
 	if _, err := io.ReadFull(r, b); err != nil {

@@ -158,6 +158,10 @@ type Holding struct {
 	Session   uint64
 	Mode      fsm.Mode // fsm.ModeNone for a plain lock
 	Slot      int      // a permit's
+	// Client is the client that took it, as this node recorded it when it
+	// led and made the grant (clients.go); nil if it has no record. Only
+	// listings (Node.Locks) fill it.
+	Client *ClientInfo
 }
 
 // Holders returns the holders of key: a plain lock's one, a shared key's

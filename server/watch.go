@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,6 +31,16 @@ import (
 // key's current state and the position it was read at, after which events
 // resume from that position. A watcher is never left with a silent gap, and
 // applying entries never waits for one.
+//
+// A watch of a prefix (Node.WatchPrefix) is the same with every key that
+// starts with it: the events of all of them, in position order, from the
+// same ring and with the same positions. Its reset names no key: it says
+// that the events up to its position were not delivered, and the state of
+// the keys under the prefix is what a listing read at or after that
+// position shows (reading it here would hold applying for as long as the
+// keys take to scan). Every event applied is matched against each prefix
+// watch, so the node bounds them (Config.MaxPrefixWatches); with none,
+// applying pays one length check.
 
 // EventKind is the kind of a watch event.
 type EventKind uint8
@@ -51,6 +63,8 @@ const (
 	// EventReset: the events before Position were not delivered (never
 	// asked for, no longer retained, or dropped because the watcher fell
 	// behind). Owner and Token are the holder at Position; Token 0: free.
+	// A prefix watch's reset has no Key, Owner or Token: the state of the
+	// keys under the prefix at Position is a listing's (FENCE.LOCKS).
 	EventReset
 	// EventProclaimed: the holder (Owner, Token) of a lock under a session
 	// (an election's leader) set its value (Value); the token is unchanged.
@@ -97,6 +111,7 @@ const watchQueue = 1024
 type watchHub struct {
 	table *fsm.Table
 	max   int // most watches at once (Config.MaxWatches)
+	maxP  int // most prefix watches at once (Config.MaxPrefixWatches)
 	queue int // each watch's queue (watchQueue; tests lower it)
 
 	mu sync.Mutex
@@ -111,8 +126,11 @@ type watchHub struct {
 	// since: every event with a position above it is in ring.
 	since   uint64
 	watches map[string]map[*Watch]struct{}
-	count   int
-	closed  bool
+	// prefixes are the prefix watches (a slice: each event walks it);
+	// count counts them too.
+	prefixes []*Watch
+	count    int
+	closed   bool
 	// grantsAt are the grants already emitted at position grantsPos, so a
 	// transaction that writes a key twice with one token reports it once.
 	grantsAt  map[string]WatchEvent
@@ -123,10 +141,11 @@ type watchHub struct {
 	behindN atomic.Int32
 }
 
-func newWatchHub(table *fsm.Table, window, max int) *watchHub {
-	return &watchHub{table: table, max: max, queue: watchQueue, budget: watchBytes,
+func newWatchHub(table *fsm.Table, window, max, maxPrefix int) *watchHub {
+	return &watchHub{table: table, max: max, maxP: maxPrefix, queue: watchQueue, budget: watchBytes,
 		ring: make([]WatchEvent, window), watches: make(map[string]map[*Watch]struct{}),
-		grantsAt: make(map[string]WatchEvent), behind: make(map[*Watch]struct{})}
+		grantsAt: make(map[string]WatchEvent),
+		behind:   make(map[*Watch]struct{})}
 }
 
 // appliedLocked records the events of one command's result (the applier
@@ -226,6 +245,13 @@ func (h *watchHub) publish(ev WatchEvent) {
 	for w := range h.watches[ev.Key] {
 		w.push(ev, h.queue)
 	}
+	if len(h.prefixes) > 0 {
+		for _, w := range h.prefixes {
+			if strings.HasPrefix(ev.Key, w.key) {
+				w.push(ev, h.queue)
+			}
+		}
+	}
 }
 
 // restoredLocked forgets the history: the table was replaced by a
@@ -246,6 +272,9 @@ func (h *watchHub) restoredLocked() {
 		for w := range ws {
 			w.restored(h.since)
 		}
+	}
+	for _, w := range h.prefixes {
+		w.restored(h.since)
 	}
 }
 
@@ -280,15 +309,21 @@ func (h *watchHub) close() {
 			w.end()
 		}
 	}
+	for _, w := range h.prefixes {
+		w.end()
+	}
 	h.watches = map[string]map[*Watch]struct{}{}
+	h.prefixes = nil
 	h.count = 0
 }
 
-// Watch is one watch of one key on this node (Node.Watch). Its events come
-// from Next, in position order; Close ends it.
+// Watch is one watch of one key, or of every key under a prefix, on this
+// node (Node.Watch, Node.WatchPrefix). Its events come from Next, in
+// position order; Close ends it.
 type Watch struct {
-	hub *watchHub
-	key string
+	hub    *watchHub
+	key    string // the key, or the prefix
+	prefix bool
 
 	mu    sync.Mutex
 	queue []WatchEvent
@@ -326,7 +361,32 @@ func (n *Node) checkWatchKey(key string) error {
 	return nil
 }
 
+// WatchPrefix starts a watch of every key that starts with prefix ("":
+// every key) on this node, as Watch does for one key: the events of all of
+// them, in position order, with the same positions, resuming and resets.
+// Its resets name no key (EventReset): the state of the keys under the
+// prefix as of a reset's position is what a listing read at or after it
+// shows (Node.Locks).
+//
+// Errors: an ArgumentError for a prefix longer than a key may be, ErrLimit
+// past Config.MaxWatches or Config.MaxPrefixWatches, ErrShutdown when the
+// node is closing.
+func (n *Node) WatchPrefix(prefix string, from uint64, resume bool) (*Watch, error) {
+	if len(prefix) > n.cfg.MaxKeyLen {
+		return nil, &ArgumentError{Arg: "prefix", Reason: fmt.Sprintf("%d bytes, over the limit of %d", len(prefix), n.cfg.MaxKeyLen)}
+	}
+	return n.watches.watchPrefix(prefix, from, resume)
+}
+
 func (h *watchHub) watch(key string, from uint64, resume bool) (*Watch, error) {
+	return h.add(&Watch{hub: h, key: key, after: from, ready: make(chan struct{}, 1)}, resume)
+}
+
+func (h *watchHub) watchPrefix(prefix string, from uint64, resume bool) (*Watch, error) {
+	return h.add(&Watch{hub: h, key: prefix, prefix: true, after: from, ready: make(chan struct{}, 1)}, resume)
+}
+
+func (h *watchHub) add(w *Watch, resume bool) (*Watch, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -334,30 +394,43 @@ func (h *watchHub) watch(key string, from uint64, resume bool) (*Watch, error) {
 		return nil, ErrShutdown
 	case h.count >= h.max:
 		return nil, fmt.Errorf("%w: the node serves its maximum of %d watches", ErrLimit, h.max)
+	case w.prefix && len(h.prefixes) >= h.maxP:
+		return nil, fmt.Errorf("%w: the node serves its maximum of %d prefix watches", ErrLimit, h.maxP)
 	}
-	w := &Watch{hub: h, key: key, after: from, ready: make(chan struct{}, 1)}
-	if resume && from >= h.since {
+	if resume && w.after >= h.since {
 		h.replay(w)
 	} else {
 		w.reset = true
 	}
-	if h.watches[key] == nil {
-		h.watches[key] = make(map[*Watch]struct{})
+	if w.prefix {
+		h.prefixes = append(h.prefixes, w)
+	} else {
+		if h.watches[w.key] == nil {
+			h.watches[w.key] = make(map[*Watch]struct{})
+		}
+		h.watches[w.key][w] = struct{}{}
 	}
-	h.watches[key][w] = struct{}{}
 	h.count++
 	return w, nil
 }
 
-// replay queues the retained events of w's key after w.after.
+// replay queues the retained events of w's keys after w.after.
 func (h *watchHub) replay(w *Watch) {
 	start := h.head - h.n + len(h.ring)
 	for i := 0; i < h.n; i++ {
 		ev := h.ring[(start+i)%len(h.ring)]
-		if ev.Key == w.key {
+		if w.matches(ev.Key) {
 			w.push(ev, h.queue)
 		}
 	}
+}
+
+// matches reports whether key is w's key, or under w's prefix.
+func (w *Watch) matches(key string) bool {
+	if w.prefix {
+		return strings.HasPrefix(key, w.key)
+	}
+	return key == w.key
 }
 
 // evict drops the oldest retained event: the history before it is gone.
@@ -381,6 +454,13 @@ func (h *watchHub) remove(w *Watch) {
 		delete(h.behind, w)
 		h.behindN.Add(-1)
 	}
+	if w.prefix {
+		if i := slices.Index(h.prefixes, w); i >= 0 {
+			h.prefixes = slices.Delete(h.prefixes, i, i+1)
+			h.count--
+		}
+		return
+	}
 	if ws := h.watches[w.key]; ws != nil {
 		if _, ok := ws[w]; ok {
 			delete(ws, w)
@@ -392,8 +472,11 @@ func (h *watchHub) remove(w *Watch) {
 	}
 }
 
-// Key returns the watched key.
+// Key returns the watched key, or the prefix of a prefix watch.
 func (w *Watch) Key() string { return w.key }
+
+// Prefix reports whether w watches every key under the prefix Key.
+func (w *Watch) Prefix() bool { return w.prefix }
 
 // push queues ev (hub's mu held). A full queue is dropped: the reader gets
 // a reset instead, so applying never waits for it.
@@ -498,7 +581,14 @@ func (h *watchHub) resetOf(w *Watch) (ev WatchEvent, ok, wait bool) {
 	if !w.reset || w.done {
 		return WatchEvent{}, false, false
 	}
-	l, held, pos := h.table.WatchRead(w.key)
+	var l fsm.Lease
+	var held bool
+	var pos uint64
+	if w.prefix {
+		pos = h.table.Position()
+	} else {
+		l, held, pos = h.table.WatchRead(w.key)
+	}
 	if pos < max(w.after, w.last) {
 		if _, ok := h.behind[w]; !ok {
 			h.behind[w] = struct{}{}
@@ -506,7 +596,10 @@ func (h *watchHub) resetOf(w *Watch) (ev WatchEvent, ok, wait bool) {
 		}
 		return WatchEvent{}, false, true
 	}
-	ev = WatchEvent{Kind: EventReset, Key: w.key, Position: pos}
+	ev = WatchEvent{Kind: EventReset, Position: pos}
+	if !w.prefix {
+		ev.Key = w.key
+	}
 	if held && l.Token != 0 {
 		ev.Owner, ev.Token, ev.Value = l.Owner, l.Token, sessionValue(l)
 	}

@@ -322,7 +322,7 @@ func TestWatchEventsOfResults(t *testing.T) {
 // A transaction that writes a key twice with the same value and token
 // reports one grant.
 func TestWatchOneGrantPerTokenAndOwnerInACommand(t *testing.T) {
-	h := newWatchHub(nil, 8, 8)
+	h := newWatchHub(nil, 8, 8, 8)
 	w, err := h.watch("k", 0, true)
 	require.NoError(t, err)
 	g := WatchEvent{Kind: EventGranted, Key: "k", Position: 5, Owner: "v", Token: 5}
@@ -339,7 +339,7 @@ func TestWatchOneGrantPerTokenAndOwnerInACommand(t *testing.T) {
 // The retained events are bounded in bytes as well as in number: a large
 // value pushes the oldest out, and one larger than the budget is not kept.
 func TestWatchWindowBoundedInBytes(t *testing.T) {
-	h := newWatchHub(nil, 100, 8)
+	h := newWatchHub(nil, 100, 8, 8)
 	h.budget = 3 * eventSize(WatchEvent{Key: "k", Owner: "vv"})
 	for pos := uint64(1); pos <= 3; pos++ {
 		h.publish(WatchEvent{Kind: EventGranted, Key: "k", Position: pos, Owner: "vv", Token: pos})

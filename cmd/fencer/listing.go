@@ -64,6 +64,9 @@ type holderJSON struct {
 	RemainingMS int64  `json:"remaining_ms"`
 	Session     uint64 `json:"session,omitempty"`
 	Mode        string `json:"mode,omitempty"`
+	// Client is the client that took it, the leader's record; null if
+	// the leader has none (granted under an earlier leader).
+	Client *client.ClientInfo `json:"client"`
 }
 
 type waiterJSON struct {
@@ -100,7 +103,7 @@ func (a *app) listLocks(ctx context.Context, c *client.Client, q client.LockQuer
 		for _, l := range p.Locks {
 			lj := lockJSON{Name: l.Name, Kind: l.Kind, Permits: l.Permits, Value: l.Value, Holders: []holderJSON{}, Waiters: []waiterJSON{}}
 			for _, h := range l.Holders {
-				lj.Holders = append(lj.Holders, holderJSON{Owner: h.Owner, Token: h.Token, RemainingMS: durationMS(h.Remaining), Session: h.Session, Mode: h.Mode})
+				lj.Holders = append(lj.Holders, holderJSON{Owner: h.Owner, Token: h.Token, RemainingMS: durationMS(h.Remaining), Session: h.Session, Mode: h.Mode, Client: h.Client})
 			}
 			for _, w := range l.Waiters {
 				lj.Waiters = append(lj.Waiters, waiterJSON{Owner: w.Owner, Mode: w.Mode, Permits: w.Permits, Session: w.Session, Keys: w.Keys, WaitedMS: w.Waited.Milliseconds()})
@@ -146,7 +149,7 @@ func pagesNote(w io.Writer, positions []uint64, complete bool, leader string, wh
 		fmt.Fprintf(w, "(read in %d pages at log positions %d to %d: not one snapshot", len(positions), positions[0], positions[len(positions)-1])
 	}
 	if leader != "" {
-		fmt.Fprintf(w, "; waiters are leader %s's queue", leader)
+		fmt.Fprintf(w, "; clients and waiters are leader %s's current record", leader)
 	}
 	if !complete {
 		fmt.Fprintf(w, "; more %s follow: raise --limit", what)
@@ -186,7 +189,7 @@ not one snapshot. A user limited to a lock-name pattern sees only its names.`,
 
 func (a *app) printLocks(l lockListing) {
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tKIND\tOWNER\tTOKEN\tREMAINING\tSESSION\tWAITERS (IN ORDER)")
+	fmt.Fprintln(w, "NAME\tKIND\tOWNER\tTOKEN\tREMAINING\tSESSION\tCLIENT (USER ADDR NAME)\tWAITERS (IN ORDER)")
 	for _, lk := range l.Locks {
 		waiters := "-"
 		if len(lk.Waiters) > 0 {
@@ -201,7 +204,7 @@ func (a *app) printLocks(l lockListing) {
 			kind = fmt.Sprintf("semaphore/%d", lk.Permits)
 		}
 		if len(lk.Holders) == 0 {
-			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\t-\t%s\n", lk.Name, kind, waiters)
+			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\t-\t-\t%s\n", lk.Name, kind, waiters)
 		}
 		for i, h := range lk.Holders {
 			name, k := lk.Name, kind
@@ -216,11 +219,24 @@ func (a *app) printLocks(l lockListing) {
 			if h.Session != 0 {
 				session = fmt.Sprint(h.Session)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", name, k, owner, h.Token, remaining(h.RemainingMS), session, waiters)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", name, k, owner, h.Token, remaining(h.RemainingMS), session, clientColumn(h.Client), waiters)
 		}
 	}
 	_ = w.Flush()
 	pagesNote(a.stdout, l.Positions, l.Complete, l.Leader, "locks")
+}
+
+// clientColumn renders the client that took a lock: its user, address
+// and name (- without one), or unknown where the leader has no record.
+func clientColumn(c *client.ClientInfo) string {
+	if c == nil {
+		return "unknown (not recorded by this leader)"
+	}
+	name := "-"
+	if c.Name != "" {
+		name = shellQuote(c.Name)
+	}
+	return fmt.Sprintf("%s %s %s", c.User, c.Addr, name)
 }
 
 // remaining renders a time left in milliseconds; -1 is none.
@@ -342,17 +358,24 @@ lock-name pattern sees only its own sessions.`,
 }
 
 func (a *app) watchCommand() *cobra.Command {
-	var output string
+	var output, prefix string
 	cmd := &cobra.Command{
-		Use:   "watch NAME",
-		Short: "Print every change of a lock's holder as it happens",
+		Use:   "watch [NAME | --prefix PREFIX]",
+		Short: "Print every change of a lock's holder, or of every lock under a prefix, as it happens",
 		Long: `watch prints the lock NAME's holder as of now, then every grant, release,
 expiry, revoke and announcement as it happens, one line each with its log
 position, until interrupted. It follows the cluster across leader changes
 and node failures, resuming from the last position it printed: nothing is
 skipped, and if the node no longer has what was missed it prints a reset
-with the holder as of then.`,
-		Args: args(1, "the lock's NAME"),
+with the holder as of then.
+
+Without NAME, or with --prefix, it prints the changes of every lock whose
+name starts with PREFIX (every lock, without one), each line naming its
+lock, in log order, with the same resumption. Its first line, and any line
+where changes were missed, is a reset naming no lock: 'fencer locks PREFIX'
+shows the holders as of then. A user limited to a lock-name pattern sees
+only its names.`,
+		Args: cobra.MaximumNArgs(1),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
@@ -363,6 +386,10 @@ with the holder as of then.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			byPrefix := len(args) == 0
+			if !byPrefix && cmd.Flags().Changed("prefix") {
+				return usage("give the lock's NAME or --prefix, not both")
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -370,7 +397,12 @@ with the holder as of then.`,
 			defer c.Close()
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
-			w, err := c.Watch(ctx, args[0])
+			var w *client.Watch
+			if byPrefix {
+				w, err = c.WatchPrefix(ctx, prefix)
+			} else {
+				w, err = c.Watch(ctx, args[0])
+			}
 			if err != nil {
 				return err
 			}
@@ -378,7 +410,7 @@ with the holder as of then.`,
 			for {
 				select {
 				case ev := <-w.Events():
-					a.printEvent(ev, output)
+					a.printEvent(ev, output, byPrefix)
 				case <-w.Done():
 					if err := w.Err(); err != nil && ctx.Err() == nil {
 						return err
@@ -389,16 +421,26 @@ with the holder as of then.`,
 		},
 	}
 	outputFlag(cmd, &output)
+	cmd.Flags().StringVar(&prefix, "prefix", "", "without NAME: watch every lock whose name starts with this (all without it)")
+	_ = cmd.RegisterFlagCompletionFunc("prefix", func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return a.completeLocks(cmd, toComplete), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	})
 	return cmd
 }
 
-func (a *app) printEvent(ev client.Event, output string) {
+// printEvent prints one event of a watch of a lock or, byPrefix, of a
+// prefix (its lines name the lock; its resets name none).
+func (a *app) printEvent(ev client.Event, output string, byPrefix bool) {
 	if output == "json" {
 		_ = a.writeJSONLine(map[string]any{"kind": ev.Kind, "name": ev.Name, "position": ev.Position, "owner": ev.Owner, "token": ev.Token, "value": ev.Value})
 		return
 	}
 	line := fmt.Sprintf("%s position=%d %s", time.Now().Format("15:04:05.000"), ev.Position, ev.Kind)
 	switch {
+	case byPrefix && ev.Kind == client.EventReset:
+		line += " (changes up to here are not shown: fencer locks lists the holders)"
+	case byPrefix:
+		line += fmt.Sprintf(" name=%s owner=%s token=%d", shellQuote(ev.Name), shellQuote(ev.Owner), ev.Token)
 	case ev.Kind == client.EventReset && ev.Token == 0:
 		line += " free"
 	default:

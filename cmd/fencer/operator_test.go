@@ -19,6 +19,17 @@ func TestCompletionAsksTheCluster(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "comp:alpha\ncomp:beta\n:") {
 		t.Fatalf("completing locks comp: exit %d %q", r.code, r.stdout)
 	}
+	r = fencer(t, "__complete", "watch", "--prefix", "comp:")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "comp:alpha\ncomp:beta\n:") {
+		t.Fatalf("completing watch --prefix comp: exit %d %q", r.code, r.stdout)
+	}
+	r = fencer(t, "__complete", "watch", "comp:")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "comp:alpha\ncomp:beta\n:") {
+		t.Fatalf("completing watch comp: exit %d %q", r.code, r.stdout)
+	}
+	if r := fencer(t, "watch", "x", "--prefix", "y"); r.code != exitUsage || !strings.Contains(r.stderr, "not both") {
+		t.Fatalf("watch NAME --prefix: exit %d %q", r.code, r.stderr)
+	}
 	r = fencer(t, "__complete", "transfer", "")
 	if r.code != 0 || !strings.Contains(r.stdout, "\tleader\n") {
 		t.Fatalf("completing transfer: exit %d %q", r.code, r.stdout)

@@ -22,6 +22,7 @@ type config struct {
 
 	listen     string   // --listen: where the RESP server listens
 	httpListen string   // --http-listen
+	ui         string   // --ui: the web console's address ("" off)
 	join       []string // --join: sets node.Join
 	restore    string   // --restore
 	usersFile  string   // --users: sets bridge.Users and node.Quotas
@@ -59,7 +60,7 @@ func defaultConfig() *config {
 // bindFlags binds cmd's flags to c's fields, with c's values as defaults.
 func (c *config) bindFlags(cmd *cobra.Command) {
 	f, n, b := cmd.Flags(), &c.node, &c.bridge
-	f.StringVar(&n.ID, "id", n.ID, "node ID (default: generated once and saved in the data directory)")
+	f.StringVar(&n.ID, "id", n.ID, "node ID, at most 512 bytes (default: generated once and saved in the data directory)")
 	f.StringVar(&n.DataDir, "data-dir", n.DataDir, "directory for the Raft log, snapshots and node ID")
 	f.StringVar(&c.listen, "listen", c.listen, "RESP address for clients")
 	f.StringVar(&n.ClientAddr, "advertise", n.ClientAddr, "client address other nodes and clients use for this node (default: --listen)")
@@ -68,6 +69,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.StringVar(&n.RaftAddr, "raft-listen", n.RaftAddr, "Raft address (default: the --listen host, port + 1)")
 	f.BoolVar(&c.pprof, "pprof", c.pprof, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (for performance work; keep that port private)")
 	f.StringVar(&c.httpListen, "http-listen", c.httpListen, `HTTP address for /metrics, /healthz and /readyz (default: the --listen host, port + 2; "off" disables)`)
+	f.StringVar(&c.ui, "ui", c.ui, "serve the web console on this address (off unless set): over TLS with --tls-cert-file, else only on a loopback address unless --protected-mode=false; needs --users or --requirepass (see docs/operations.md)")
 	f.StringVar(&c.restore, "restore", c.restore, "seed a new one-node cluster from a file written by 'fencer snapshot save' (needs an empty --data-dir; see docs/operations.md)")
 	f.StringVar(&n.RaftAdvertise, "raft-advertise", n.RaftAdvertise, "Raft address other nodes dial (default: --raft-listen); a host name is kept as a name in the cluster's configuration and resolved at every dial")
 	f.DurationVar(&n.MinTTL, "min-ttl", n.MinTTL, "shortest TTL of a native lease (FENCE.* acquires and extends) or a session a client may ask for, and of --default-lock-ttl; not the TTL of a Redis command (SET PX, PEXPIRE keep Redis's range: see docs/redlock.md)")
@@ -84,6 +86,7 @@ func (c *config) bindFlags(cmd *cobra.Command) {
 	f.DurationVar(&b.ScriptTimeLimit, "script-time-limit", b.ScriptTimeLimit, "longest a Lua script may run; a script stopped by it has no effect")
 	f.IntVar(&n.WatchWindow, "watch-window", n.WatchWindow, "watch events kept in memory, so that a watch resumed after a reconnect is sent what it missed (older history gets a reset)")
 	f.IntVar(&n.MaxWatches, "max-watches", n.MaxWatches, "most watches (FENCE.WATCH) the node serves at once")
+	f.IntVar(&n.MaxPrefixWatches, "max-prefix-watches", n.MaxPrefixWatches, "most watches of a prefix (FENCE.WATCH PREFIX) among them; each is matched against every change applied")
 	f.IntVar(&n.MaxBatch, "max-batch", n.MaxBatch, "most commands the leader puts into one Raft entry (group commit); 1 writes one per entry")
 	f.IntVar(&b.MaxArgs, "max-args", b.MaxArgs, "most arguments in one command")
 	f.IntVar(&b.MaxBulkLen, "max-bulk-len", b.MaxBulkLen, "longest argument in bytes")
@@ -163,6 +166,9 @@ func (c *config) derive(logger *slog.Logger) (*certStore, error) {
 		return nil, err
 	}
 	c.bridge.TLS, c.bridge.ForwardTLS = certs.serverConfig(), certs.dialConfig()
+	if err := checkUI(c.ui, c.protected, c.bridge, certs); err != nil {
+		return nil, err
+	}
 	if c.node.RaftTLS, err = raftTLSConfig(c.tls, certs); err != nil {
 		return nil, err
 	}

@@ -91,6 +91,13 @@ func run(ctx context.Context, c *config) error {
 	if err != nil {
 		return err
 	}
+	uiLn, err := listenUI(c.ui)
+	if err != nil {
+		return err
+	}
+	if uiLn != nil {
+		cl.push(func() { _ = uiLn.Close() })
+	}
 	if err := c.validate(); err != nil {
 		return err
 	}
@@ -107,6 +114,9 @@ func run(ctx context.Context, c *config) error {
 	ep.opened(node.HTTPHandler())
 	serveErr, err := startBridge(node, c.bridge, ln, &cl)
 	if err != nil {
+		return err
+	}
+	if err := serveUI(uiLn, c, certs, node, logger, &cl); err != nil {
 		return err
 	}
 	logger.Info("fencerd serving", "version", version.Version, "commit", version.Get().ShortRevision(), "id", node.ID(), "listen", ln.Addr().String(), "raft", node.RaftAddr(), "data_dir", c.node.DataDir)

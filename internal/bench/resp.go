@@ -39,6 +39,19 @@ var (
 	argWait    = []byte("WAIT")
 )
 
+// authCommand, if set (SetPassword), is sent on every new connection.
+var authCommand []byte
+
+// SetPassword makes every connection the package opens authenticate with
+// AUTH password (a server run with --requirepass); "" turns that off. Call
+// it before any run starts.
+func SetPassword(password string) {
+	authCommand = nil
+	if password != "" {
+		authCommand = resp.AppendCommand(nil, []byte("AUTH"), []byte(password))
+	}
+}
+
 func dial(addr string, timeout time.Duration) (*conn, error) {
 	nc, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
@@ -47,7 +60,20 @@ func dial(addr string, timeout time.Duration) (*conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	return newConn(nc), nil
+	c := newConn(nc)
+	if authCommand != nil {
+		c.buf = append(c.buf[:0], authCommand...)
+		v, err := c.roundTrip(time.Now().Add(timeout))
+		if err == nil && v.Kind == resp.Error {
+			err = ServerError(v.Str)
+		}
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("bench: AUTH: %w", err)
+		}
+		_ = nc.SetDeadline(time.Time{})
+	}
+	return c, nil
 }
 
 func newConn(nc net.Conn) *conn {

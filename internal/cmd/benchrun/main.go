@@ -50,6 +50,10 @@ type options struct {
 	results     string
 	keep        bool
 	raftArgs    []string
+	// fencerdArgs are added to every fencerd's flags (FENCERD_ARGS);
+	// password is --requirepass, given to fencerd and used by the clients.
+	fencerdArgs []string
+	password    string
 }
 
 func main() {
@@ -171,7 +175,15 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.results, "results", env("RESULTS", ""), "JSON-lines file (default bin/bench-<UTC time>.jsonl); the table goes beside it as .md; env RESULTS")
 	flag.BoolVar(&o.keep, "keep", env("KEEP_WORK", "0") == "1", "keep the temp dir (logs, data); env KEEP_WORK=1")
 	flag.StringVar(&raftArgs, "raft-args", env("RAFT_ARGS", ""), "raftbench flags that change fencerd's raft settings for the baseline, e.g. --max-append-entries=1024; env RAFT_ARGS")
+	var fencerdArgs string
+	flag.StringVar(&fencerdArgs, "fencerd-args", env("FENCERD_ARGS", ""), "flags added to every fencerd's (e.g. --ui 127.0.0.1:7390, to measure with the web console open); env FENCERD_ARGS")
+	flag.StringVar(&o.password, "requirepass", env("REQUIREPASS", ""), "run fencerd with --requirepass and the clients with AUTH (the console needs a password); env REQUIREPASS")
 	flag.Parse()
+	o.fencerdArgs = strings.Fields(fencerdArgs)
+	if o.password != "" {
+		o.fencerdArgs = append(o.fencerdArgs, "--requirepass", o.password)
+		bench.SetPassword(o.password)
+	}
 	var err error
 	if o.duration, err = time.ParseDuration(*dur); err != nil || o.duration <= 0 {
 		return o, fmt.Errorf("bad duration %q", *dur)
@@ -223,7 +235,7 @@ func ints(s string) ([]int, error) {
 
 func runFencer(ctx context.Context, o options, procs *bench.Procs, out *recorder, dir, target string, n int) error {
 	logf("== %s: starting %d fencerd node(s) in %s", target, n, dir)
-	c, err := bench.StartFencer(ctx, procs, filepath.Join(o.binDir, "fencerd"), dir, n)
+	c, err := bench.StartFencer(ctx, procs, filepath.Join(o.binDir, "fencerd"), dir, n, o.fencerdArgs...)
 	if c != nil {
 		defer c.Stop()
 	}
