@@ -75,4 +75,8 @@
 //   - snapshot.go, restore.go: the snapshot format (every older version is
 //     still read) and a new cluster made from another's snapshot;
 //     watchread.go: what a watch reads.
+//   - format.go: the cluster's format level (OpFormat): which formats the
+//     leader may write while members of older builds remain, the snapshot
+//     version each level writes, and FormatError for what this build
+//     cannot read.
 package fsm

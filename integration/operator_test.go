@@ -74,6 +74,7 @@ func TestOperatorMembersHealth(t *testing.T) {
 			Reachable    bool   `json:"reachable"`
 			LastAnswerMS int64  `json:"last_answer_ms"`
 			Applied      uint64 `json:"applied_index"`
+			Readable     uint64 `json:"format_readable"`
 		} `json:"members"`
 	}
 	if err := json.Unmarshal([]byte(out), &h); err != nil || code != 2 {
@@ -84,7 +85,7 @@ func TestOperatorMembersHealth(t *testing.T) {
 	}
 	for _, m := range h.Members {
 		down := m.ID == c.ids[stopped]
-		if m.Healthy == down || m.Reachable == down || (down && m.LastAnswerMS < 2000) || (!down && m.Applied == 0) {
+		if m.Healthy == down || m.Reachable == down || (down && m.LastAnswerMS < 2000) || (!down && m.Applied == 0) || (!down && m.Readable != 1) {
 			t.Fatalf("member %s (stopped %v): %+v", m.ID, down, m)
 		}
 	}

@@ -66,6 +66,13 @@ func (h *healthBook) leadership(term uint64, now time.Time) time.Time {
 	return h.since
 }
 
+// forget drops id's answer.
+func (h *healthBook) forget(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.reports, id)
+}
+
 // RecordProgress records a member's answer to the leader's health probe.
 // A node that is not the leader ignores it.
 func (n *Node) RecordProgress(id string, p Progress, version string) {
@@ -77,6 +84,12 @@ func (n *Node) RecordProgress(id string, p Progress, version string) {
 	defer n.health.mu.Unlock()
 	n.health.leadership(term, now)
 	n.health.reports[id] = memberReport{at: now, progress: p, version: version}
+	if p.FormatReadable > n.table.Format() {
+		select {
+		case n.format.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // MemberHealth returns every member's health, sorted by ID. Only the

@@ -64,11 +64,21 @@ func (n *Node) configuredMembers(ctx context.Context) ([]Member, error) {
 	return out, nil
 }
 
-// Join adds (or updates) a voting member, recording its client address
-// before it adds it. It runs on the leader; elsewhere it returns a
-// *NotLeaderError. Joining again with the same addresses is a no-op, so a
-// node may retry its join until it succeeds.
+// Join adds (or updates) a voting member that runs this build, as
+// JoinReading does.
 func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error {
+	return n.JoinReading(ctx, id, raftAddr, clientAddr, fsm.FormatReadable)
+}
+
+// JoinReading adds (or updates) a voting member whose build reads format
+// levels up to readable, recording its client address before it adds it.
+// A server that cannot read the cluster's format level in use is refused
+// (ErrFormatRefused), and nothing changes; a raise of the level waits for
+// the join, and the join for the raise (format.go). It runs on the
+// leader; elsewhere it returns a *NotLeaderError. Joining again with the
+// same addresses is a no-op, so a node may retry its join until it
+// succeeds.
+func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string, readable uint64) error {
 	if id == "" {
 		return invalid("id", "empty")
 	}
@@ -77,6 +87,27 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 			return invalid("address", "%q: %v", a, err)
 		}
 	}
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	n.format.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			n.format.mu.Unlock()
+		}
+	}()
+	term, ok := n.grants.readyTerm()
+	if !ok {
+		return n.notLeader()
+	}
+	if err := n.checkJoinFormat(id, readable); err != nil {
+		return err
+	}
+	// What it answered before (as a member removed since, or before a
+	// restart on another build) says nothing of what it runs now: a
+	// raise waits for its next answer.
+	n.health.forget(id)
 	conf, err := n.leaderConfiguration(ctx)
 	if err != nil {
 		return err
@@ -103,10 +134,30 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 		return fmt.Errorf("%w: %q's join cut short by a test", ErrUnknownOutcome, id)
 	}
 	if !present {
-		if err := n.await(ctx, func() raft.Future {
-			return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)
-		}, uncertain); err != nil {
-			return err
+		// A test may move leadership here (faults_enabled.go). A raise
+		// committed by another leader since the check makes the check
+		// stale: this node must still be ready in the term it checked in.
+		faultPoint(pointJoinFormat, id)
+		if t, ok := n.grants.readyTerm(); !ok || t != term {
+			return n.notLeader()
+		}
+		// The gate stays held until Raft is done with the change, even
+		// if ctx ends first: a raise must not be decided while it may
+		// still add this server.
+		ch := make(chan error, 1)
+		go func() { ch <- n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0).Error() }()
+		select {
+		case err := <-ch:
+			if err != nil {
+				return n.translate(err)
+			}
+		case <-ctx.Done():
+			locked = false
+			go func() {
+				<-ch
+				n.format.mu.Unlock()
+			}()
+			return uncertain(ctx.Err())
 		}
 		n.log.Info("member added", "id", id, "raft", raftAddr, "client", clientAddr)
 	}
@@ -161,6 +212,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	// itself it can propose nothing more, and a removal cut short between
 	// the two leaves a member known to have run, not one that looks as if
 	// it never ran (DecideFormation).
+	n.health.forget(id)
 	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: fsm.RemovedMember}); err != nil {
 		return err
 	}

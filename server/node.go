@@ -31,6 +31,7 @@ const nodeIDFile = "node-id"
 type Node struct {
 	cfg    Config
 	health healthBook // the members' answers to the leader's probe
+	format formatGate // serializes format raises with joins
 	id     string
 	log    *slog.Logger
 	raft   *raft.Raft
@@ -83,6 +84,10 @@ func Open(cfg Config) (*Node, error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	if err := checkRefused(cfg.DataDir); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
 	id, err := nodeID(cfg.DataDir, cfg.ID)
 	if err != nil {
 		_ = lock.Close()
@@ -98,6 +103,7 @@ func Open(cfg Config) (*Node, error) {
 		wake:       make(chan struct{}, 1),
 		probe:      make(chan chan struct{}),
 		stuckAfter: defaultStuckAfter,
+		format:     formatGate{kick: make(chan struct{}, 1)},
 		metrics:    newMetrics(),
 		latches:    newLatches(),
 	}
@@ -105,7 +111,7 @@ func Open(cfg Config) (*Node, error) {
 	n.grants.maxSessionLocks = cfg.MaxSessionLocks
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
 	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches, cfg.MaxPrefixWatches)
-	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches}
+	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches, halted: make(chan error, 1)}
 	recorded, err := readClusterID(cfg.DataDir)
 	if err != nil {
 		_ = lock.Close()
@@ -115,11 +121,31 @@ func Open(cfg Config) (*Node, error) {
 		onError: func(err error) { n.log.Warn("could not record the cluster ID in the data directory", "err", err) }}
 	if err := n.startRaft(); err != nil {
 		n.closeStores()
+		select {
+		case herr := <-n.fsm.halted:
+			// Raft says only that no snapshot loaded: say why.
+			return nil, herr
+		default:
+		}
 		return nil, err
+	}
+	// Raft restored its snapshot in startRaft, on this goroutine: one it
+	// could not read may have stopped the applier even though an older
+	// snapshot then loaded.
+	if n.fsm.stopped {
+		_ = n.raft.Shutdown().Error()
+		n.closeStores()
+		return nil, <-n.fsm.halted
+	}
+	n.fsm.onHalt = func() {
+		// Not on the FSM goroutine: Shutdown waits for it. A node that
+		// cannot read what it was sent must neither vote nor lead.
+		go func() { _ = n.raft.Shutdown().Error() }()
 	}
 	n.batch = newBatcher(func(data []byte) raft.ApplyFuture { return n.raft.Apply(data, 0) }, cfg.MaxBatch, 1)
 	n.registerNodeGauges()
-	n.wg.Add(4)
+	n.wg.Add(5)
+	go n.formatLoop()
 	go n.snapshotLoop()
 	go n.watchLeadership()
 	go n.expireLoop()

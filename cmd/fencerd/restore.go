@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/fencerlock/fencer/fsm"
+	"github.com/fencerlock/fencer/internal/version"
 	"github.com/fencerlock/fencer/server"
 )
 
@@ -19,6 +21,11 @@ func readSnapshot(path string) ([]byte, error) {
 		return nil, fmt.Errorf("--restore: %w", err)
 	}
 	if _, _, err := fsm.ForNewCluster(data); err != nil {
+		var fe *fsm.FormatError
+		if errors.As(err, &fe) {
+			// A snapshot saved from a cluster of a later build.
+			return nil, fmt.Errorf("--restore %s: %w (this is fencer %s; docs/compatibility.md)", path, err, version.Version)
+		}
 		return nil, fmt.Errorf("--restore %s: %w", path, err)
 	}
 	return data, nil
