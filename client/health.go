@@ -29,6 +29,10 @@ type MemberHealth struct {
 	// Lag is how many entries its table is behind the leader's commit
 	// index.
 	Lag uint64
+	// FormatReadable is the highest format level its build reads, as it
+	// last told the leader (0: a build from before format levels, or not
+	// asked yet); docs/compatibility.md.
+	FormatReadable uint64
 }
 
 // ClusterHealth is the leader's view of the cluster.
@@ -79,17 +83,18 @@ func (c *Client) Health(ctx context.Context) (ClusterHealth, error) {
 			return bad()
 		}
 		h.Members = append(h.Members, MemberHealth{
-			Member:      Member{ID: str(f["id"]), RaftAddr: str(f["raft_addr"]), ClientAddr: str(f["client_addr"]), Role: str(f["role"])},
-			Version:     str(f["version"]),
-			Healthy:     num(f["healthy"]) == 1,
-			Problem:     str(f["problem"]),
-			Reachable:   num(f["reachable"]) == 1,
-			LastAnswer:  msDuration(num(f["last_answer_ms"])),
-			LastContact: msDuration(num(f["last_contact_ms"])),
-			Applied:     uint64(num(f["applied_index"])),
-			Commit:      uint64(num(f["commit_index"])),
-			LastIndex:   uint64(num(f["last_index"])),
-			Lag:         uint64(num(f["lag"])),
+			Member:         Member{ID: str(f["id"]), RaftAddr: str(f["raft_addr"]), ClientAddr: str(f["client_addr"]), Role: str(f["role"])},
+			Version:        str(f["version"]),
+			Healthy:        num(f["healthy"]) == 1,
+			Problem:        str(f["problem"]),
+			Reachable:      num(f["reachable"]) == 1,
+			LastAnswer:     msDuration(num(f["last_answer_ms"])),
+			LastContact:    msDuration(num(f["last_contact_ms"])),
+			Applied:        uint64(num(f["applied_index"])),
+			Commit:         uint64(num(f["commit_index"])),
+			LastIndex:      uint64(num(f["last_index"])),
+			Lag:            uint64(num(f["lag"])),
+			FormatReadable: uint64(num(f["format_readable"])),
 		})
 	}
 	return h, nil

@@ -105,6 +105,8 @@ func (t *Table) applyInto(r *Result, pos uint64, c *Command) {
 	switch {
 	case c.Op == OpClusterID:
 		t.applyClusterID(r, c)
+	case c.Op == OpFormat:
+		t.applyFormat(r, c)
 	case c.Op == OpMember:
 		t.applyMember(r, c)
 	case c.Op == OpTxn:

@@ -62,6 +62,11 @@ const (
 	// (the first leader of a new cluster, or of one made before IDs,
 	// proposes one; a later one does nothing). It touches no lock.
 	OpClusterID Op = 16
+	// OpFormat raises the cluster's format level to Level (format.go): the
+	// leader commits it once every member reads that level, and from then
+	// on writes what it brings. It touches no lock; a lower or equal level
+	// than the table's does nothing (levels never go down).
+	OpFormat Op = 17
 )
 
 // String names the operation.
@@ -99,6 +104,8 @@ func (o Op) String() string {
 		return "proclaim"
 	case OpClusterID:
 		return "cluster-id"
+	case OpFormat:
+		return "format"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -244,6 +251,9 @@ type Command struct {
 	// lock, or a permit of a semaphore of Permits permits.
 	Mode    Mode
 	Permits uint64
+
+	// Level is an OpFormat's format level (at least 1).
+	Level uint64
 }
 
 // flags of the encoding.
@@ -335,6 +345,7 @@ func (c *Command) flags() byte {
 //	             waiter: key, owner, uvarint TTL, uvarint session, value
 //	flagShared:  mode byte, uvarint permits; with flagWaiter the waiter's
 //	             mode and permits; then each session end waiter's
+//	OpFormat:    uvarint level
 //
 // A part is present only if its flag is (the session and shared parts came
 // later: commands without them encode exactly as before they existed).
@@ -394,6 +405,9 @@ func (c *Command) layout(k *codec, flags byte) {
 			k.byte((*byte)(&c.Waiters[i].Mode))
 			k.uvarint(&c.Waiters[i].Permits)
 		}
+	}
+	if c.Op == OpFormat {
+		k.uvarint(&c.Level)
 	}
 }
 
@@ -560,6 +574,14 @@ func (c *Command) validate() error {
 	}
 	if c.Op.IsSession() {
 		return c.validateSession()
+	}
+	if c.Op == OpFormat {
+		// Any level decodes, so that a node that reads less than it
+		// names stops with a message saying so (Table.applyFormat).
+		if c.Key != "" || c.Owner != "" || c.TTL != 0 || c.Level == 0 || c.flags() != 0 || c.Data != "" || c.Session != 0 {
+			return fmt.Errorf("%w: format entry with a key, owner, TTL, flags or level 0", ErrBadEntry)
+		}
+		return nil
 	}
 	if len(c.Waiters) > 0 {
 		return fmt.Errorf("%w: waiters on a %s", ErrBadEntry, c.Op)

@@ -216,7 +216,7 @@ func (d *Draft) Stale() bool { return d.stale }
 // would grant a key the transaction granted already; the draft must then be
 // dropped.
 func (d *Draft) Apply(c Command) (*Result, error) {
-	if c.Op == OpMember || c.Op == OpClusterID || c.Op == OpTxn || c.Op.IsSession() || c.hasSessionPart() {
+	if c.Op == OpMember || c.Op == OpClusterID || c.Op == OpFormat || c.Op == OpTxn || c.Op.IsSession() || c.hasSessionPart() {
 		return nil, ErrBadEntry
 	}
 	d.load(c.Key)

@@ -33,7 +33,7 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite fsm/testdata/golde
 // transaction in a batch).
 func goldenCommands() (names []string, entries [][]byte, cmds [][]Command) {
 	ops := []Op{OpAcquire, OpExtend, OpRelease, OpExpire, OpRevoke, OpGrant, OpMember, OpPut,
-		OpSessionOpen, OpSessionRenew, OpSessionClose, OpSessionExpire, OpSessionRevoke, OpProclaim, OpClusterID}
+		OpSessionOpen, OpSessionRenew, OpSessionClose, OpSessionExpire, OpSessionRevoke, OpProclaim, OpClusterID, OpFormat}
 	add := func(name string, b []byte, cs []Command) {
 		names, entries, cmds = append(names, name), append(entries, b), append(cmds, cs)
 	}
@@ -91,6 +91,13 @@ func goldenVariants(op Op, flags byte) []Command {
 		}
 	case op == OpMember:
 		base.Owner, base.TTL = "127.0.0.1:7379", 0
+	case op == OpFormat:
+		if flags != 0 {
+			return nil
+		}
+		// Level 1, and a level above FormatReadable: it decodes too.
+		one := Command{Op: OpFormat, Level: 1}
+		return []Command{one, {Op: OpFormat, Level: 300}}
 	case op == OpProclaim:
 		base.TTL = 0
 	}
@@ -194,7 +201,8 @@ func goldenSnapshots(t *testing.T) (names []string, snaps [][]byte) {
 	full.apply(t, Command{Op: OpAcquire, Key: "elected", Owner: "leader", Session: sid, Data: "leader's value"})
 	full.apply(t, Command{Op: OpAcquire, Key: "sem", Owner: "p2", Session: sid, Mode: ModePermit, Permits: 2})
 	full.apply(t, Command{Op: OpSessionRenew, Session: sid})
-	names = append(names, fmt.Sprintf("v%d", snapshotVersion))
+	// At format level 0 a table writes version 7.
+	names = append(names, "v7")
 	snaps = append(snaps, full.t.MarshalSnapshot())
 
 	plain := newApplier()
@@ -208,7 +216,7 @@ func goldenSnapshots(t *testing.T) (names []string, snaps [][]byte) {
 	} {
 		plain.apply(t, c)
 	}
-	for v := byte(1); v < snapshotVersion; v++ {
+	for v := byte(1); v < 7; v++ {
 		tb := plain.t
 		if v >= 3 {
 			tb = full.t
@@ -216,6 +224,12 @@ func goldenSnapshots(t *testing.T) (names []string, snaps [][]byte) {
 		names = append(names, fmt.Sprintf("v%d", v))
 		snaps = append(snaps, legacySnapshot(v, tb))
 	}
+
+	// Version 8: the same table raised to level 1, with a give-up (token 0).
+	full.apply(t, Command{Op: OpFormat, Level: 1})
+	full.apply(t, Command{Op: OpRelease, Key: "lock", Owner: "quitter", GiveUp: true})
+	names = append(names, fmt.Sprintf("v%d", snapshotVersion))
+	snaps = append(snaps, full.t.MarshalSnapshot())
 	return names, snaps
 }
 

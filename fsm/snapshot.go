@@ -18,13 +18,17 @@ import (
 // snapshotMagic starts every snapshot; the byte after it is the version.
 var snapshotMagic = []byte("FNCS")
 
-// snapshotVersion 7 ends with the cluster's ID; 6 remembers a release per
+// snapshotVersion 8 has the cluster's format level after the version byte
+// (a table at level 0 writes version 7, which builds of level 0 read:
+// snapshotVersionFor; its release memory may hold give-ups, token 0); 7
+// ends with the cluster's ID; 6 remembers a release per
 // owner of a key, not one per key (the same layout, a key may repeat); 5
 // added shared keys' holders; 4 each key's session and the sessions
 // section; 3 each key's kind, data and last write; 2 the members section.
 // Versions 1 to 6 are still read (a cluster ID of "": its leader commits
-// one).
-const snapshotVersion byte = 7
+// one). A version above it, or a level above FormatReadable, is a
+// *FormatError.
+const snapshotVersion byte = 8
 
 // ErrBadSnapshot means a snapshot could not be read.
 var ErrBadSnapshot = errors.New("fsm: malformed snapshot")
@@ -51,6 +55,7 @@ type tableSnapshot struct {
 	members                    map[string]string
 	sessions                   []SessionInfo
 	clusterID                  string
+	format                     uint64
 }
 
 // Snapshot copies the table. It is cheap relative to Persist: no sorting, no
@@ -70,6 +75,7 @@ func (t *Table) snapshot() *tableSnapshot {
 		mem:       make([]rememberedRelease, 0, t.memCount),
 		members:   make(map[string]string, len(t.members)),
 		clusterID: t.clusterID,
+		format:    t.format,
 	}
 	for id, addr := range t.members {
 		s.members[id] = addr
@@ -105,7 +111,8 @@ func (s *tableSnapshot) Persist(sink raft.SnapshotSink) error {
 // Release is a no-op: the snapshot holds no resources.
 func (s *tableSnapshot) Release() {}
 
-// writeTo encodes the snapshot: magic, version, floor, last index, max token,
+// writeTo encodes the snapshot: magic, version (snapshotVersionFor the
+// format level), from version 8 the level, then floor, last index, max token,
 // the leases sorted by key, the remembered releases in the order they were
 // remembered, the members' client addresses sorted by node ID, the sessions
 // sorted by ID, then the cluster's ID. The same table always gives the same
@@ -114,7 +121,11 @@ func (s *tableSnapshot) writeTo(w io.Writer) error {
 	slices.SortFunc(s.locks, func(a, b keyedLease) int { return strings.Compare(a.key, b.key) })
 	buf := make([]byte, 0, 64<<10)
 	buf = append(buf, snapshotMagic...)
-	buf = append(buf, snapshotVersion)
+	version := snapshotVersionFor(s.format)
+	buf = append(buf, version)
+	if version >= 8 {
+		buf = binary.AppendUvarint(buf, s.format)
+	}
 	buf = binary.AppendUvarint(buf, s.floor)
 	buf = binary.AppendUvarint(buf, s.lastIndex)
 	buf = binary.AppendUvarint(buf, s.maxToken)
@@ -193,7 +204,7 @@ func (t *Table) Restore(rc io.ReadCloser) error {
 	defer t.mu.Unlock()
 	t.locks, t.mem, t.memCount, t.memQueue, t.members, t.sessions = n.locks, n.mem, n.memCount, n.memQueue, n.members, n.sessions
 	t.floor, t.lastIndex, t.maxToken = n.floor, n.lastIndex, n.maxToken
-	t.clusterID = n.clusterID
+	t.clusterID, t.format = n.clusterID, n.format
 	return nil
 }
 
@@ -301,10 +312,25 @@ func decodeSnapshot(data []byte, memWindow uint64, memMax int) (*Table, error) {
 	}
 	d := decoder{b: data[len(snapshotMagic):]}
 	version := d.byte()
-	if d.err == nil && (version < 1 || version > snapshotVersion) {
+	if d.err == nil && version > snapshotVersion {
+		return nil, &FormatError{SnapshotVersion: version}
+	}
+	if d.err == nil && version < 1 {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrBadSnapshot, version)
 	}
 	t := New()
+	if version >= 8 {
+		// The level comes first, so that a later level's snapshot is
+		// refused for its level whatever follows it.
+		t.format = d.uvarint()
+		if d.err == nil && t.format > FormatReadable {
+			return nil, &FormatError{SnapshotVersion: version, Level: t.format}
+		}
+		if d.err == nil && t.format == 0 {
+			// A table at level 0 writes version 7: one table, one form.
+			return nil, fmt.Errorf("%w: version %d at format level 0", ErrBadSnapshot, version)
+		}
+	}
 	t.memWindow, t.memMax = memWindow, memMax
 	t.floor = d.uvarint()
 	t.lastIndex = d.uvarint()

@@ -140,13 +140,16 @@ const (
 	// lock or value, the other kind of shared lock, a semaphore with
 	// another number of permits); nothing changed.
 	Mismatch
+	// Unreadable: an OpFormat named a level above FormatReadable; the
+	// table is unchanged, and the node must stop (FormatError).
+	Unreadable
 )
 
 var codeNames = [...]string{Granted: "granted", Renewed: "renewed", Held: "held",
 	Refused: "refused", Extended: "extended", NotHolder: "not-holder",
 	Released: "released", AlreadyReleased: "already-released", Expired: "expired",
 	Revoked: "revoked", Stale: "stale", Recorded: "recorded", Applied: "applied", Conflict: "conflict", Written: "written",
-	NoSession: "no-session", Opened: "opened", Closed: "closed", Proclaimed: "proclaimed", Mismatch: "mismatch"}
+	NoSession: "no-session", Opened: "opened", Closed: "closed", Proclaimed: "proclaimed", Mismatch: "mismatch", Unreadable: "unreadable"}
 
 // String names the outcome.
 func (c Code) String() string {
@@ -242,7 +245,9 @@ type Table struct {
 	// clusterID names the cluster (OpClusterID); empty until its first
 	// leader running a version with IDs commits one.
 	clusterID string
-	floor     uint64 // added to every index
+	// format is the cluster's format level (OpFormat; format.go).
+	format uint64
+	floor  uint64 // added to every index
 	// extra is how many positions past its own the command being applied
 	// took (the hand-offs of a session's end); the floor grows by it once
 	// the command is applied.

@@ -99,7 +99,7 @@ func (t *Txn) layout(k *codec) {
 	for i := range t.Cmds {
 		c := &t.Cmds[i]
 		k.command(c, i)
-		if k.reading() && (c.Op == OpMember || c.Op == OpClusterID || c.Op.IsSession() || c.hasSessionPart()) {
+		if k.reading() && (c.Op == OpMember || c.Op == OpClusterID || c.Op == OpFormat || c.Op.IsSession() || c.hasSessionPart()) {
 			k.fail("member, cluster ID or session command in a txn")
 		}
 	}

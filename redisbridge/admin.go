@@ -27,7 +27,11 @@ type clusterNode interface {
 	Members(ctx context.Context) ([]server.Member, error)
 	// PeerAddrs returns the client addresses of the other members.
 	PeerAddrs() []string
-	Join(ctx context.Context, id, raftAddr, clientAddr string) error
+	// JoinReading adds a voter whose build reads format levels up to
+	// readable (refused below the cluster's level).
+	JoinReading(ctx context.Context, id, raftAddr, clientAddr string, readable uint64) error
+	// FormatInUse is the cluster's format level, as applied (INFO).
+	FormatInUse() uint64
 	Remove(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
 	// StateHash hashes this node's own lock table (FENCE.STATEHASH).
@@ -65,10 +69,29 @@ func (b *Bridge) members(r *request) {
 }
 
 // join: FENCE.JOIN id raft-addr client-addr → OK once the node is a voter.
+// The leader first asks the joiner, at its client address, which format
+// levels it reads (FENCE.PROGRESS, as the health probe does): a build that
+// does not say, or a node that does not answer as id, is taken to read
+// level 0 only, and is refused by a cluster at a higher level.
 func (b *Bridge) join(r *request) {
 	ctx, cancel := b.requestCtx(0)
 	defer cancel()
-	b.writeOK(ctx, r, b.locker.Join(ctx, string(r.args[1]), string(r.args[2]), string(r.args[3])))
+	id, raftAddr, clientAddr := string(r.args[1]), string(r.args[2]), string(r.args[3])
+	var readable uint64
+	if lid, _ := b.locker.Leader(); lid == b.locker.ID() {
+		pctx, pcancel := context.WithTimeout(ctx, probeInterval)
+		p, _, err := b.askProgress(pctx, clientAddr)
+		pcancel()
+		switch {
+		case err != nil:
+			b.log.Warn("a joining server did not say which format levels it reads: taken as 0", "id", id, "client_addr", clientAddr, "err", err)
+		case p.id != id:
+			b.log.Warn("another node answers at a joining server's client address: its format levels taken as 0", "id", id, "client_addr", clientAddr, "answered", p.id)
+		default:
+			readable = p.FormatReadable
+		}
+	}
+	b.writeOK(ctx, r, b.locker.JoinReading(ctx, id, raftAddr, clientAddr, readable))
 }
 
 // remove: FENCE.REMOVE id → OK once the node is no longer a member.

@@ -267,8 +267,8 @@ func (b *Bridge) info(r *request) {
 	up := time.Since(b.start)
 	build := version.Get()
 	sections := []struct{ name, body string }{
-		{"server", fmt.Sprintf("redis_version:%s\r\nredis_mode:standalone\r\nfencer_version:%s\r\nfencer_commit:%s\r\nfencer_commit_time:%s\r\nfencer_node_id:%s\r\nfencer_cluster_id:%s\r\nfencer_role:%s\r\nfencer_leader:%s\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-			redisVersion, build.Version, build.Revision, build.Time, b.locker.ID(), b.locker.ClusterID(), fencerRole, leaderAddr, os.Getpid(), port, int64(up.Seconds()), int64(up.Hours()/24))},
+		{"server", fmt.Sprintf("redis_version:%s\r\nredis_mode:standalone\r\nfencer_version:%s\r\nfencer_commit:%s\r\nfencer_commit_time:%s\r\nfencer_node_id:%s\r\nfencer_cluster_id:%s\r\nfencer_role:%s\r\nfencer_leader:%s\r\nfencer_format_readable:%d\r\nfencer_format_in_use:%d\r\nprocess_id:%d\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
+			redisVersion, build.Version, build.Revision, build.Time, b.locker.ID(), b.locker.ClusterID(), fencerRole, leaderAddr, b.locker.Progress().FormatReadable, b.locker.FormatInUse(), os.Getpid(), port, int64(up.Seconds()), int64(up.Hours()/24))},
 		{"clients", fmt.Sprintf("connected_clients:%d\r\n", b.connCount())},
 		{"persistence", "loading:0\r\naof_enabled:0\r\n"},
 		{"replication", "role:master\r\nconnected_slaves:0\r\n"},

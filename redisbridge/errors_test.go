@@ -146,10 +146,13 @@ func TestServerErrorsHaveDistinctReplies(t *testing.T) {
 	}
 }
 
-func (f faultyLocker) Members(context.Context) ([]server.Member, error)               { return nil, f.err }
-func (f faultyLocker) PeerAddrs() []string                                            { return nil }
-func (f faultyLocker) DefaultLockTTL() time.Duration                                  { return 30 * time.Second }
-func (f faultyLocker) Join(context.Context, string, string, string) error             { return f.err }
+func (f faultyLocker) Members(context.Context) ([]server.Member, error) { return nil, f.err }
+func (f faultyLocker) PeerAddrs() []string                              { return nil }
+func (f faultyLocker) DefaultLockTTL() time.Duration                    { return 30 * time.Second }
+func (f faultyLocker) JoinReading(context.Context, string, string, string, uint64) error {
+	return f.err
+}
+func (f faultyLocker) FormatInUse() uint64                                            { return 0 }
 func (f faultyLocker) Remove(context.Context, string) error                           { return f.err }
 func (f faultyLocker) TransferLeadership(context.Context, string) error               { return f.err }
 func (f faultyLocker) StateHash() (uint64, string)                                    { return 0, "" }

@@ -113,6 +113,8 @@ func (b *Bridge) askProgress(ctx context.Context, addr string) (memberProgress, 
 	p := memberProgress{id: f["id"].Str, Progress: server.Progress{
 		Role: f["role"].Str, Term: num("term"), LastIndex: num("last_index"),
 		CommitIndex: num("commit_index"), Applied: num("applied_index"), LastContact: -1,
+		// A build from before format levels does not say: 0.
+		FormatReadable: num("format_readable"),
 	}}
 	if ms, err := strconv.ParseInt(f["last_contact_ms"].Str, 10, 64); err == nil && ms >= 0 {
 		p.LastContact = time.Duration(ms) * time.Millisecond
@@ -122,14 +124,17 @@ func (b *Bridge) askProgress(ctx context.Context, addr string) (memberProgress, 
 
 // progress: FENCE.PROGRESS → a map of this node's own progress: id, role,
 // term, last_index, commit_index, applied_index, last_contact_ms (-1:
-// never heard from a leader) and version, every value a string. Never
+// never heard from a leader), version, format_readable (the highest
+// format level its build reads) and format_in_use (the cluster's, as it
+// applied it), every value a string. Never
 // forwarded; the leader's health probe sends it.
 func (b *Bridge) progress(r *request) {
 	p := b.locker.Progress()
 	r.writeFields(
 		"id", b.locker.ID(), "role", p.Role, "term", u64(p.Term), "last_index", u64(p.LastIndex),
 		"commit_index", u64(p.CommitIndex), "applied_index", u64(p.Applied),
-		"last_contact_ms", strconv.FormatInt(durationMS(p.LastContact), 10), "version", version.Version)
+		"last_contact_ms", strconv.FormatInt(durationMS(p.LastContact), 10), "version", version.Version,
+		"format_readable", u64(p.FormatReadable), "format_in_use", u64(b.locker.FormatInUse()))
 }
 
 // health: FENCE.HEALTH → the leader's view of every member, as a map:
@@ -161,7 +166,7 @@ func (b *Bridge) health(r *request) {
 		if h.Answered {
 			last = h.LastAnswer.Milliseconds()
 		}
-		r.mapHeader(14)
+		r.mapHeader(15)
 		for _, kv := range [][2]string{{"id", h.ID}, {"raft_addr", h.RaftAddr}, {"client_addr", h.ClientAddr}, {"role", h.Role}, {"version", h.Version}, {"problem", h.Problem}} {
 			r.c.WriteBulkString(kv[0])
 			r.c.WriteBulkString(kv[1])
@@ -173,6 +178,7 @@ func (b *Bridge) health(r *request) {
 			{"healthy", boolInt(h.Healthy)}, {"reachable", boolInt(h.Reachable)}, {"last_answer_ms", last},
 			{"last_contact_ms", durationMS(h.Progress.LastContact)}, {"applied_index", int64(h.Progress.Applied)},
 			{"commit_index", int64(h.Progress.CommitIndex)}, {"last_index", int64(h.Progress.LastIndex)}, {"lag", int64(h.Lag)},
+			{"format_readable", int64(h.Progress.FormatReadable)},
 		} {
 			r.c.WriteBulkString(kv.k)
 			r.c.WriteInt64(kv.v)

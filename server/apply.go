@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,13 @@ type applier struct {
 	applying atomic.Int64
 	// id records the cluster's ID in the data directory once applied.
 	id identity
+	// stopped is set (on the FSM goroutine) once an entry or snapshot of a
+	// format this build cannot read was met: nothing is applied or
+	// snapshotted after it (format.go, halt). halted then carries the
+	// error (Node.Stopped), and onHalt shuts Raft down.
+	stopped bool
+	halted  chan error
+	onHalt  func()
 }
 
 // applyingSince returns when the apply in progress started (Unix
@@ -59,9 +67,16 @@ func (a *applier) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 func (a *applier) applyLocked(l *raft.Log) interface{} {
+	if a.stopped {
+		return nil
+	}
 	res := a.table.Apply(l)
 	switch r := res.(type) {
 	case *fsm.Result:
+		if r.Code == fsm.Unreadable {
+			a.halt(&fsm.FormatError{Level: r.Cmd.Level, Index: l.Index})
+			return res
+		}
 		a.resultLocked(r)
 	case []*fsm.Result:
 		// A batch: each command as if it had an entry of its own.
@@ -93,6 +108,10 @@ func (a *applier) resultLocked(r *fsm.Result) {
 }
 
 func (a *applier) Snapshot() (raft.FSMSnapshot, error) {
+	if a.stopped {
+		// The table is not what the log says up to the snapshot's index.
+		return nil, errHalted
+	}
 	// Called on the FSM goroutine, so the position is the snapshot's.
 	pos := a.table.Position()
 	s, err := a.table.Snapshot()
@@ -119,6 +138,10 @@ func (s *countedSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (a *applier) Restore(rc io.ReadCloser) error {
+	if a.stopped {
+		_ = rc.Close()
+		return errHalted
+	}
 	var err error
 	a.grants.locked(func() {
 		if err = a.table.Restore(rc); err != nil {
@@ -128,6 +151,11 @@ func (a *applier) Restore(rc io.ReadCloser) error {
 		a.grants.restoredLocked()
 		a.watches.restoredLocked()
 	})
+	var fe *fsm.FormatError
+	if errors.As(err, &fe) {
+		a.halt(fe)
+		return unreadable(fe)
+	}
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,17 @@ var (
 	// expired, was closed or revoked, or never was); nothing was done. Open
 	// a new session.
 	ErrNoSession = errors.New("server: no such session")
+	// ErrFormatRefused means a server asked to join (or to be recorded)
+	// reads only format levels below the cluster's (docs/compatibility.md):
+	// it would misread what the cluster writes. Nothing was changed; the
+	// message names both levels.
+	ErrFormatRefused = errors.New("server: the joining server cannot read the cluster's format level")
+	// ErrUnreadableFormat means this node applied or was sent data of a
+	// format level (or snapshot version) above what it reads: it stopped
+	// applying (Node.Stopped) and refuses to start on its data directory
+	// until a build that reads that level runs on it. The message names
+	// the levels and this build's version.
+	ErrUnreadableFormat = errors.New("server: the cluster's data is in a format this build cannot read")
 )
 
 // NotLeaderError is returned when a command reaches a node that is not the

@@ -33,6 +33,12 @@ const (
 	// pointKeepalivePropose: a keepalive is about to be proposed (arg: the
 	// command).
 	pointKeepalivePropose = "keepalive-propose"
+	// pointRaiseFormat: the leader decided to raise the format level and
+	// is about to commit it (arg: the *Node).
+	pointRaiseFormat = "raise-format"
+	// pointJoinFormat: a join checked the joiner's format level and is
+	// about to change the configuration (arg: the joiner's ID).
+	pointJoinFormat = "join-format"
 	// pointLeaderCh: a leadership notice arrived (arg: leaderNotice); true
 	// drops it.
 	pointLeaderCh = "leader-ch"

@@ -199,7 +199,9 @@ func (n *Node) release(ctx context.Context, key, owner string, session uint64) (
 	// a session) the entry remembers the release even if it holds nothing
 	// yet, so no grant to it on its way (an acquire or wait round in
 	// flight, a hand-off) takes effect after it.
-	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Session: session, GiveUp: session == 0,
+	// The flag is of format level 1 (fsm/format.go): below it the release
+	// is remembered only if it frees a grant, as builds of level 0 do.
+	c := fsm.Command{Op: fsm.OpRelease, Key: key, Owner: owner, Session: session, GiveUp: session == 0 && n.giveUps(),
 		Waiter: n.grants.releasing(key, owner)}
 	r, err := n.propose(ctx, c)
 	if err != nil {

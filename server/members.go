@@ -64,11 +64,21 @@ func (n *Node) configuredMembers(ctx context.Context) ([]Member, error) {
 	return out, nil
 }
 
-// Join adds (or updates) a voting member, recording its client address
-// before it adds it. It runs on the leader; elsewhere it returns a
-// *NotLeaderError. Joining again with the same addresses is a no-op, so a
-// node may retry its join until it succeeds.
+// Join adds (or updates) a voting member that runs this build, as
+// JoinReading does.
 func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error {
+	return n.JoinReading(ctx, id, raftAddr, clientAddr, fsm.FormatReadable)
+}
+
+// JoinReading adds (or updates) a voting member whose build reads format
+// levels up to readable, recording its client address before it adds it.
+// A server that cannot read the cluster's format level in use is refused
+// (ErrFormatRefused), and nothing changes; a raise of the level waits for
+// the join, and the join for the raise (format.go). It runs on the
+// leader; elsewhere it returns a *NotLeaderError. Joining again with the
+// same addresses is a no-op, so a node may retry its join until it
+// succeeds.
+func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string, readable uint64) error {
 	if id == "" {
 		return invalid("id", "empty")
 	}
@@ -76,6 +86,18 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return invalid("address", "%q: %v", a, err)
 		}
+	}
+	if err := n.waitReady(ctx); err != nil {
+		return err
+	}
+	n.format.mu.Lock()
+	defer n.format.mu.Unlock()
+	term, ok := n.grants.readyTerm()
+	if !ok {
+		return n.notLeader()
+	}
+	if err := n.checkJoinFormat(id, readable); err != nil {
+		return err
 	}
 	conf, err := n.leaderConfiguration(ctx)
 	if err != nil {
@@ -103,6 +125,13 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, clientAddr string) error 
 		return fmt.Errorf("%w: %q's join cut short by a test", ErrUnknownOutcome, id)
 	}
 	if !present {
+		// A test may move leadership here (faults_enabled.go). A raise
+		// committed by another leader since the check makes the check
+		// stale: this node must still be ready in the term it checked in.
+		faultPoint(pointJoinFormat, id)
+		if t, ok := n.grants.readyTerm(); !ok || t != term {
+			return n.notLeader()
+		}
 		if err := n.await(ctx, func() raft.Future {
 			return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)
 		}, uncertain); err != nil {

@@ -112,6 +112,10 @@ func (n *Node) registerNodeGauges() {
 	m := n.metrics
 	m.reg.MustRegister(newClusterInfo(n), newMemberHealthCollector(n), newExpiryBacklog(n))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencer_format_in_use",
+		Help: "The cluster's format level as this node applied it (docs/compatibility.md); the leader raises it once every member reads the next.",
+	}, func() float64 { return float64(n.table.Format()) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencer_locks_held",
 		Help: "Locks held in this node's table.",
 	}, func() float64 { return float64(n.table.Len()) }))

@@ -238,9 +238,10 @@ func (n *Node) ReleaseMany(ctx context.Context, keys []string, owner string, ses
 	if session != 0 {
 		return 0, invalid("session", "several keys at once cannot be held under a session")
 	}
+	giveUp := n.giveUps()
 	txn, err := n.manyTxn(ctx, keys, owner, func(k string) fsm.Command {
 		// As Release: the owner's waits end, and its give-up is remembered.
-		return fsm.Command{Op: fsm.OpRelease, Key: k, Owner: owner, GiveUp: true, Waiter: txnWaiter(n.grants.releasing(k, owner))}
+		return fsm.Command{Op: fsm.OpRelease, Key: k, Owner: owner, GiveUp: giveUp, Waiter: txnWaiter(n.grants.releasing(k, owner))}
 	})
 	if err != nil {
 		return 0, err

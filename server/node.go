@@ -31,6 +31,7 @@ const nodeIDFile = "node-id"
 type Node struct {
 	cfg    Config
 	health healthBook // the members' answers to the leader's probe
+	format formatGate // serializes format raises with joins
 	id     string
 	log    *slog.Logger
 	raft   *raft.Raft
@@ -83,6 +84,10 @@ func Open(cfg Config) (*Node, error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	if err := checkRefused(cfg.DataDir); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
 	id, err := nodeID(cfg.DataDir, cfg.ID)
 	if err != nil {
 		_ = lock.Close()
@@ -105,7 +110,12 @@ func Open(cfg Config) (*Node, error) {
 	n.grants.maxSessionLocks = cfg.MaxSessionLocks
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
 	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches)
-	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches}
+	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches, halted: make(chan error, 1)}
+	n.fsm.onHalt = func() {
+		// Not on the FSM goroutine: Shutdown waits for it. A node that
+		// cannot read what it was sent must neither vote nor lead.
+		go func() { _ = n.raft.Shutdown().Error() }()
+	}
 	recorded, err := readClusterID(cfg.DataDir)
 	if err != nil {
 		_ = lock.Close()
@@ -115,11 +125,18 @@ func Open(cfg Config) (*Node, error) {
 		onError: func(err error) { n.log.Warn("could not record the cluster ID in the data directory", "err", err) }}
 	if err := n.startRaft(); err != nil {
 		n.closeStores()
+		select {
+		case herr := <-n.fsm.halted:
+			// Raft says only that no snapshot loaded: say why.
+			return nil, herr
+		default:
+		}
 		return nil, err
 	}
 	n.batch = newBatcher(func(data []byte) raft.ApplyFuture { return n.raft.Apply(data, 0) }, cfg.MaxBatch, 1)
 	n.registerNodeGauges()
-	n.wg.Add(4)
+	n.wg.Add(5)
+	go n.formatLoop()
 	go n.snapshotLoop()
 	go n.watchLeadership()
 	go n.expireLoop()

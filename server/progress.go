@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/fencerlock/fencer/fsm"
 	"github.com/hashicorp/raft"
 )
 
@@ -24,6 +25,11 @@ type Progress struct {
 	// LastContact is how long ago this node last heard from a leader: 0 on
 	// the leader itself, negative if it never has since it started.
 	LastContact time.Duration
+	// FormatReadable is the highest format level the node's build reads
+	// (fsm.FormatReadable); 0 for a build from before levels, which does
+	// not say. The leader raises the cluster's level only to one every
+	// member reads.
+	FormatReadable uint64
 }
 
 // Progress returns this node's progress.
@@ -36,6 +42,8 @@ func (n *Node) Progress() Progress {
 		CommitIndex: n.raft.CommitIndex(),
 		Applied:     n.raft.AppliedIndex(),
 		LastContact: -1,
+		// FormatReadable: what this build reads.
+		FormatReadable: fsm.FormatReadable,
 	}
 	if state == raft.Leader {
 		p.LastContact = 0

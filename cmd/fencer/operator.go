@@ -60,6 +60,8 @@ type memberJSON struct {
 	Applied      uint64 `json:"applied_index"`
 	Commit       uint64 `json:"commit_index"`
 	Lag          uint64 `json:"lag"`
+	// FormatReadable: the highest format level its build reads.
+	FormatReadable uint64 `json:"format_readable"`
 }
 
 func (a *app) membersCommand() *cobra.Command {
@@ -111,7 +113,7 @@ func (a *app) printHealth(h client.ClusterHealth, output string) error {
 		for i, m := range h.Members {
 			ms[i] = memberJSON{ID: m.ID, Role: m.Role, RaftAddr: m.RaftAddr, ClientAddr: m.ClientAddr, Version: m.Version,
 				Healthy: m.Healthy, Problem: m.Problem, Reachable: m.Reachable, LastAnswerMS: durationMS(m.LastAnswer),
-				LastContact: durationMS(m.LastContact), Applied: m.Applied, Commit: m.Commit, Lag: m.Lag}
+				LastContact: durationMS(m.LastContact), Applied: m.Applied, Commit: m.Commit, Lag: m.Lag, FormatReadable: m.FormatReadable}
 		}
 		return a.writeJSON(struct {
 			Leader             string       `json:"leader"`

@@ -113,7 +113,7 @@ func run(ctx context.Context, c *config) error {
 	joinCluster(ctx, c, node, logger)
 	formErr := formCluster(ctx, c, node, logger)
 	recordAddress(ctx, c, node, logger)
-	err = waitForStop(ctx, serveErr, formErr, logger)
+	err = waitForStop(ctx, serveErr, formErr, node.Stopped(), logger)
 	cl.run()
 	logger.Info("stopped")
 	return err
@@ -244,9 +244,14 @@ func joinCluster(ctx context.Context, c *config, node *server.Node, logger *slog
 }
 
 // waitForStop returns when ctx ends (a signal: nil), the RESP server
-// stops (its error) or formation finds the node must not run (its error).
-func waitForStop(ctx context.Context, serveErr, formErr <-chan error, logger *slog.Logger) error {
+// stops (its error), formation finds the node must not run (its error) or
+// the node stopped applying a format it cannot read (its error, which
+// names the levels).
+func waitForStop(ctx context.Context, serveErr, formErr, stopped <-chan error, logger *slog.Logger) error {
 	select {
+	case err := <-stopped:
+		logger.Error("stopping", "err", err)
+		return err
 	case err := <-formErr:
 		logger.Error("stopping", "err", err)
 		return err
