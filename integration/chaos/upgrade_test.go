@@ -27,7 +27,7 @@ const (
 	// defaultUpgradeDwell is how long the workloads run between two steps
 	// of the upgrade in go test; CHAOS_UPGRADE_DWELL sets it (make
 	// upgrade-full).
-	defaultUpgradeDwell = 3 * time.Second
+	defaultUpgradeDwell = 2 * time.Second
 	// upgradeSnapshotThreshold, upgradeTrailingLogs and the smallest
 	// segment size make the leader drop its log behind a stopped follower
 	// within seconds (the log is compacted a whole segment at a time), so
@@ -155,11 +155,15 @@ func TestRollingUpgrade(t *testing.T) {
 	rep.results = append(rep.results, checkTokens(all, nil), checkStateHashes(rep.hashes, rep.convergeErr))
 	rep.readLogs(c)
 	t.Log("\nrolling upgrade, steps:\n" + strings.Join(u.steps, "\n"))
-	t.Log("\n" + rep.summary())
-	t.Logf("format level: %d INFO samples; level 1 first reported %v after the last node joined, by every node after %v",
-		u.formats.samples(), u.firstOne, u.allOne)
+	_, figures, _ := strings.Cut(rep.summary(), "\n")
+	t.Logf("\nrolling upgrade from %.12s: 3 nodes, %d clients, %v of workload\n%s", base.Commit, perKind*len(upgradeWorkloads), rep.elapsed.Round(time.Second), figures)
+	t.Logf("format level: %d INFO samples of this build's nodes, %d of them at level 0 while an old node was a member; level 1 first reported %v after the last node joined, by every node after %v",
+		u.formats.samples(), u.formats.zeroWithOld(), u.firstOne, u.allOne)
 	for _, e := range u.formats.errors() {
 		t.Error(e)
+	}
+	if n := u.formats.zeroWithOld(); n == 0 {
+		t.Error("no node of this build was seen at format level 0 while an old node was a member")
 	}
 	assertClean(t, rep, 1)
 }
@@ -424,8 +428,8 @@ func (u *upgrade) rollback(i int) {
 	if strings.Contains(out, "panic:") || refusal == "" || p.cmd.ProcessState.ExitCode() == 0 {
 		t.Errorf("the baseline on a data directory at format level 1 did not refuse, naming snapshot version 8 (%v); its log ends: %s", p.cmd.ProcessState, last)
 	}
-	u.record("rollback of %s to the baseline refused (%v): %s; %s", n.id, p.cmd.ProcessState, refusal[strings.Index(refusal, "error=")+1:], last)
-	u.record("rollback of %s to the baseline refused: %s", n.id, last)
+	_, why, _ := strings.Cut(refusal, "error=")
+	u.record("rollback of %s to the baseline refused (%v): %s; %s", n.id, p.cmd.ProcessState, why, last)
 	n.mu.Lock()
 	n.bin = fencerdBin
 	n.mu.Unlock()
@@ -547,6 +551,7 @@ type formatWatch struct {
 	mu     sync.Mutex
 	old    map[int]bool // the members that run the baseline
 	polled int
+	zeros  int // samples at level 0 while an old node was a member
 	errs   []string
 }
 
@@ -600,6 +605,8 @@ func (fw *formatWatch) run() {
 			case !ok && !missing[i]:
 				missing[i] = true
 				fw.errs = append(fw.errs, fmt.Sprintf("%s runs this build (%.7s) and its INFO has no fencer_format_in_use", n.id, f["fencer_commit"]))
+			case ok && level == "0" && len(fw.old) > 0:
+				fw.zeros++
 			case ok && level != "0" && len(fw.old) > 0 && !early[i]:
 				early[i] = true
 				fw.errs = append(fw.errs, fmt.Sprintf("%s reported fencer_format_in_use:%s while %d member(s) ran the baseline", n.id, level, len(fw.old)))
@@ -619,6 +626,12 @@ func (fw *formatWatch) samples() int {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	return fw.polled
+}
+
+func (fw *formatWatch) zeroWithOld() int {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.zeros
 }
 
 func (fw *formatWatch) errors() []string {
