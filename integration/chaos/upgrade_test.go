@@ -141,6 +141,8 @@ func TestRollingUpgrade(t *testing.T) {
 
 	u.rollback(u.follower())
 	time.Sleep(dwell)
+	u.rejoinRefused(u.follower())
+	time.Sleep(dwell)
 
 	close(clients.stop)
 	clients.wait(t)
@@ -449,6 +451,76 @@ func (u *upgrade) rollback(i int) {
 		t.Fatalf("after %s ran this build again: %v", n.id, err)
 	}
 	u.record("%s runs this build again", n.id)
+}
+
+// rejoinRefused removes node i, a follower, and asks to join it again as
+// the baseline with an empty data directory, with format level 1 in use:
+// the leader must refuse it, and the baseline must say why. Then i joins
+// again as this build.
+func (u *upgrade) rejoinRefused(i int) {
+	t, c, n := u.t, u.c, u.c.nodes[i]
+	t.Helper()
+	nm := &nemesis{c: c, clk: u.clk, rng: newRand(uint64(i))}
+	nm.remove(i, -1)
+	n.stop()
+	var join []string
+	for _, j := range others(len(c.nodes), i) {
+		join = append(join, c.nodes[j].addr())
+	}
+	n.setJoin(join)
+	if err := n.wipe(); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.bin = u.base.Fencerd
+	exits := len(n.exits)
+	n.mu.Unlock()
+	// The baseline may exit once refused, or keep asking: either way it
+	// must not become a member, and its log must carry the refusal.
+	_ = n.start()
+	refused := ""
+	deadline := time.Now().Add(formTimeout)
+	for refused == "" {
+		for _, l := range strings.Split(readFile(n.lastLogPath()), "\n") {
+			if strings.Contains(l, "format level") {
+				_, refused, _ = strings.Cut(l, "err=")
+				refused = cmp.Or(refused, l)
+				break
+			}
+		}
+		if l := u.leader(); l != i {
+			if ms, err := c.members(l); err == nil {
+				if _, member := ms[n.id]; member {
+					t.Fatalf("the baseline %s joined a cluster at format level 1: %v", n.id, ms)
+				}
+			}
+		}
+		if refused == "" && time.Now().After(deadline) {
+			t.Fatalf("the baseline %s asked to join a cluster at format level 1 and its log names no refusal within %v; it ends: %s", n.id, formTimeout, n.lastLog())
+		}
+		time.Sleep(pollEvery)
+	}
+	n.stop()
+	n.mu.Lock()
+	n.exits = n.exits[:exits]
+	n.mu.Unlock()
+	u.record("%s removed, wiped and started as the baseline: its join refused: %s", n.id, refused)
+	n.mu.Lock()
+	n.bin = fencerdBin
+	n.mu.Unlock()
+	if err := n.wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.awaitMembers(formTimeout); err != nil {
+		t.Fatalf("after %s joined again as this build: %v", n.id, err)
+	}
+	for _, e := range nm.errs {
+		t.Error(e)
+	}
+	u.record("%s joined again as this build", n.id)
 }
 
 // info returns node i's INFO server fields.
