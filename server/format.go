@@ -13,6 +13,7 @@ import (
 	"github.com/fencerlock/fencer/fsm"
 	"github.com/fencerlock/fencer/internal/atomicfile"
 	"github.com/fencerlock/fencer/internal/version"
+	"github.com/hashicorp/raft"
 )
 
 // Format levels on the server (fsm/format.go has the levels; docs/
@@ -41,7 +42,8 @@ import (
 
 // formatRefusedFile, in the data directory, records why the node stopped
 // for a format it cannot read: "level L snapshot V" (the level or the
-// snapshot version needed, 0 if not known) and the message.
+// snapshot version needed, 0 if not known; the entry's index, 0 for a
+// snapshot) and the message.
 const formatRefusedFile = "format-refused"
 
 // formatCheckInterval is how often the leader looks whether it may raise
@@ -51,6 +53,8 @@ const formatCheckInterval = time.Second
 // formatGate serializes raises of the format level with joins.
 type formatGate struct {
 	mu sync.Mutex // held by a raise across its check and commit, by a join across its check and configuration change
+	// kick wakes formatLoop when a member answered the probe.
+	kick chan struct{}
 }
 
 // FormatInUse returns the cluster's format level, as this node applied it.
@@ -72,25 +76,43 @@ func (n *Node) formatLoop() {
 		case <-n.stopCh:
 			return
 		case <-t.C:
+		case <-n.format.kick:
 		}
-		n.raiseFormat()
+		if term, ok := n.grants.readyTerm(); ok {
+			n.raiseFormat(term)
+		}
 	}
+}
+
+// leadsIn reports whether this node still leads in term.
+func (n *Node) leadsIn(term uint64) bool {
+	return n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term
 }
 
 // raiseFormat commits the highest level every server of the configuration
 // reads, if it is above the level in use, and reports the level it
-// committed (0: none). It runs on a ready leader only.
-func (n *Node) raiseFormat() uint64 {
+// committed (0: none). It runs on the leader of term, after the Barrier
+// of term (so its table holds every raise committed before): from the
+// leadership watcher before the node is ready (a cluster of one raises at
+// once, before any request), then from formatLoop.
+func (n *Node) raiseFormat(term uint64) uint64 {
 	from := n.table.Format()
-	if from >= fsm.FormatReadable {
-		return 0
-	}
-	term, ok := n.grants.readyTerm()
-	if !ok {
+	if from >= fsm.FormatReadable || !n.leadsIn(term) {
 		return 0
 	}
 	n.format.mu.Lock()
 	defer n.format.mu.Unlock()
+	if to, _ := n.formatAllRead(term); to <= from {
+		return 0
+	}
+	// Commit every configuration change appended so far (raft does not
+	// say whether its latest configuration is committed), then look
+	// again: the servers read are then those of a committed
+	// configuration. A join holds the gate until its change is done, and
+	// a removal in flight only takes a server away.
+	if err := n.raft.Barrier(formatCheckInterval * 5).Error(); err != nil {
+		return 0
+	}
 	to, why := n.formatAllRead(term)
 	if to <= from {
 		n.log.Debug("format level not raised", "in_use", from, "readable", fsm.FormatReadable, "why", why)
@@ -99,7 +121,7 @@ func (n *Node) raiseFormat() uint64 {
 	// A test may change the configuration or the leader here, between the
 	// check and the commit (faults_enabled.go).
 	faultPoint(pointRaiseFormat, n)
-	if t, ok := n.grants.readyTerm(); !ok || t != term {
+	if !n.leadsIn(term) {
 		return 0 // leadership changed: the next leader decides afresh
 	}
 	c := fsm.Command{Op: fsm.OpFormat, Level: to}
@@ -117,15 +139,12 @@ func (n *Node) raiseFormat() uint64 {
 
 // formatAllRead returns the highest format level that every server of the
 // latest configuration reads, as they told this leadership (term), and
-// what it saw (or why it is lower than this build's). A configuration
-// change in flight gives 0.
+// what it saw (or why it is lower than this build's). The configuration
+// is the latest, committed or not.
 func (n *Node) formatAllRead(term uint64) (uint64, string) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return 0, err.Error()
-	}
-	if f.Index() > n.raft.CommitIndex() {
-		return 0, "a configuration change is in flight"
 	}
 	limit, _ := n.HealthLimits()
 	now := time.Now()
@@ -133,9 +152,6 @@ func (n *Node) formatAllRead(term uint64) (uint64, string) {
 	var seen []string
 	n.health.mu.Lock()
 	defer n.health.mu.Unlock()
-	if n.health.term != term {
-		return 0, "no member has answered this leadership yet"
-	}
 	for _, s := range f.Configuration().Servers {
 		id := string(s.ID)
 		if id == n.id {
@@ -143,7 +159,7 @@ func (n *Node) formatAllRead(term uint64) (uint64, string) {
 			continue
 		}
 		r, ok := n.health.reports[id]
-		if !ok || now.Sub(r.at) > limit {
+		if !ok || n.health.term != term || now.Sub(r.at) > limit {
 			return 0, fmt.Sprintf("member %s has not answered the probe lately", id)
 		}
 		level = min(level, r.progress.FormatReadable)
@@ -185,7 +201,7 @@ func refuseUnreadable(dir string, fe *fsm.FormatError) error {
 	if dir == "" {
 		return nil
 	}
-	body := fmt.Sprintf("level %d snapshot %d\n%s\n", fe.Level, fe.SnapshotVersion, unreadable(fe))
+	body := fmt.Sprintf("level %d snapshot %d index %d\n%s\n", fe.Level, fe.SnapshotVersion, fe.Index, unreadable(fe))
 	return atomicfile.Write(filepath.Join(dir, formatRefusedFile), []byte(body), 0o600)
 }
 
@@ -203,7 +219,7 @@ func checkRefused(dir string) error {
 	}
 	fe := &fsm.FormatError{}
 	first, _, _ := strings.Cut(string(b), "\n")
-	if _, err := fmt.Sscanf(first, "level %d snapshot %d", &fe.Level, &fe.SnapshotVersion); err != nil {
+	if _, err := fmt.Sscanf(first, "level %d snapshot %d index %d", &fe.Level, &fe.SnapshotVersion, &fe.Index); err != nil {
 		return fmt.Errorf("server: %s is not what fencerd writes (%q): remove it only if the data directory's format is known to be readable", path, first)
 	}
 	if fe.Readable() {
@@ -231,13 +247,13 @@ func (a *applier) halt(fe *fsm.FormatError) {
 	}
 	a.stopped = true
 	err := unreadable(fe)
-	if a.onHalt != nil {
-		a.onHalt()
-	}
 	if rerr := refuseUnreadable(a.id.dir, fe); rerr != nil {
 		err = fmt.Errorf("%w (and recording it in the data directory failed: %v)", err, rerr)
 	}
 	a.halted <- err
+	if a.onHalt != nil {
+		a.onHalt()
+	}
 }
 
 // errHalted answers a snapshot of a halted applier.

@@ -45,6 +45,9 @@ func (n *Node) watchLeadership() {
 			if !n.recordVoters(term) {
 				continue // leadership lost: the next leader records them
 			}
+			// A leader alone, or of members that all told it already,
+			// raises the format level before it serves anything.
+			n.raiseFormat(term)
 			if n.grants.becomeReady(term, !faultActive(faultSkipLeaseRestart)) {
 				n.log.Info("leader ready", "term", term, "locks", n.table.Len(), "applied_index", n.raft.AppliedIndex())
 			}

@@ -77,6 +77,12 @@ func (n *Node) RecordProgress(id string, p Progress, version string) {
 	defer n.health.mu.Unlock()
 	n.health.leadership(term, now)
 	n.health.reports[id] = memberReport{at: now, progress: p, version: version}
+	if p.FormatReadable > n.table.Format() {
+		select {
+		case n.format.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // MemberHealth returns every member's health, sorted by ID. Only the

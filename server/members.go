@@ -91,7 +91,12 @@ func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string,
 		return err
 	}
 	n.format.mu.Lock()
-	defer n.format.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			n.format.mu.Unlock()
+		}
+	}()
 	term, ok := n.grants.readyTerm()
 	if !ok {
 		return n.notLeader()
@@ -132,10 +137,23 @@ func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string,
 		if t, ok := n.grants.readyTerm(); !ok || t != term {
 			return n.notLeader()
 		}
-		if err := n.await(ctx, func() raft.Future {
-			return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0)
-		}, uncertain); err != nil {
-			return err
+		// The gate stays held until Raft is done with the change, even
+		// if ctx ends first: a raise must not be decided while it may
+		// still add this server.
+		ch := make(chan error, 1)
+		go func() { ch <- n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, 0).Error() }()
+		select {
+		case err := <-ch:
+			if err != nil {
+				return n.translate(err)
+			}
+		case <-ctx.Done():
+			locked = false
+			go func() {
+				<-ch
+				n.format.mu.Unlock()
+			}()
+			return uncertain(ctx.Err())
 		}
 		n.log.Info("member added", "id", id, "raft", raftAddr, "client", clientAddr)
 	}

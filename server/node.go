@@ -103,6 +103,7 @@ func Open(cfg Config) (*Node, error) {
 		wake:       make(chan struct{}, 1),
 		probe:      make(chan chan struct{}),
 		stuckAfter: defaultStuckAfter,
+		format:     formatGate{kick: make(chan struct{}, 1)},
 		metrics:    newMetrics(),
 		latches:    newLatches(),
 	}
@@ -111,11 +112,6 @@ func Open(cfg Config) (*Node, error) {
 	n.grants.propose, n.grants.kick = n.proposeAsync, n.kick
 	n.watches = newWatchHub(n.table, cfg.WatchWindow, cfg.MaxWatches)
 	n.fsm = &applier{table: n.table, grants: n.grants, metrics: n.metrics, watches: n.watches, halted: make(chan error, 1)}
-	n.fsm.onHalt = func() {
-		// Not on the FSM goroutine: Shutdown waits for it. A node that
-		// cannot read what it was sent must neither vote nor lead.
-		go func() { _ = n.raft.Shutdown().Error() }()
-	}
 	recorded, err := readClusterID(cfg.DataDir)
 	if err != nil {
 		_ = lock.Close()
@@ -132,6 +128,19 @@ func Open(cfg Config) (*Node, error) {
 		default:
 		}
 		return nil, err
+	}
+	// Raft restored its snapshot in startRaft, on this goroutine: one it
+	// could not read may have stopped the applier even though an older
+	// snapshot then loaded.
+	if n.fsm.stopped {
+		_ = n.raft.Shutdown().Error()
+		n.closeStores()
+		return nil, <-n.fsm.halted
+	}
+	n.fsm.onHalt = func() {
+		// Not on the FSM goroutine: Shutdown waits for it. A node that
+		// cannot read what it was sent must neither vote nor lead.
+		go func() { _ = n.raft.Shutdown().Error() }()
 	}
 	n.batch = newBatcher(func(data []byte) raft.ApplyFuture { return n.raft.Apply(data, 0) }, cfg.MaxBatch, 1)
 	n.registerNodeGauges()

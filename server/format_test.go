@@ -1,0 +1,212 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencerlock/fencer/fsm"
+	"github.com/fencerlock/fencer/internal/version"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// formedCluster opens the first size nodes of an unjoined cluster of
+// total and bootstraps them together, as --bootstrap-expect does: the
+// first leader has heard from no member, so the format level stays 0
+// until they tell it what they read. In these in-process clusters no
+// bridge probes the members: the test records each member's answer
+// (RecordProgress), as the bridge records it from FENCE.PROGRESS (a build
+// from before levels answers without format_readable: 0).
+func formedCluster(t *testing.T, size, total int) *cluster {
+	t.Helper()
+	c := unjoinedCluster(t, total)
+	c.mod = func(cfg *Config) { cfg.BootstrapExpect, cfg.Join = size, true }
+	var reports []FormingReport
+	for i := 0; i < size; i++ {
+		c.nodes = append(c.nodes, c.open(i))
+		reports = append(reports, FormingReport{ID: c.nodes[i].ID(), RaftAddr: string(c.trans[i].LocalAddr())})
+	}
+	c.mod = nil
+	for _, n := range c.nodes {
+		require.NoError(t, n.BootstrapWith(reports))
+		n.AllowVotes()
+	}
+	c.leader()
+	return c
+}
+
+// answer records, on leader, the probe answer of every other open node,
+// reading levels up to readable[id] (this build's level if absent).
+func answer(leader *Node, c *cluster, readable map[string]uint64) {
+	for _, n := range c.nodes {
+		if n == nil || n == leader {
+			continue
+		}
+		p := n.Progress()
+		if r, ok := readable[n.ID()]; ok {
+			p.FormatReadable = r
+		}
+		leader.RecordProgress(n.ID(), p, version.Version)
+	}
+}
+
+// levels returns every open node's applied format level.
+func levels(c *cluster) []uint64 {
+	var out []uint64
+	for _, n := range c.nodes {
+		if n != nil {
+			out = append(out, n.FormatInUse())
+		}
+	}
+	return out
+}
+
+// TestFormatLeaderAloneRaisesBeforeReady: a cluster of one reads what its
+// only member reads: it is at level 1 before it serves its first request,
+// and a give-up is remembered from the first release.
+func TestFormatLeaderAloneRaisesBeforeReady(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	assert.Equal(t, fsm.FormatReadable, n.FormatInUse())
+	_, err := n.Release(ctxT(t), "k", "quitter")
+	require.NoError(t, err)
+	assert.True(t, n.table.Refuses("k", "quitter"), "the give-up flag is written at level 1")
+	assert.Equal(t, byte(8), n.table.MarshalSnapshot()[4], "snapshot version 8 at level 1")
+}
+
+// TestFormatRaiseWaitsForEveryMember: a leader raises the level only once
+// every member of its configuration told it that it reads it; until then
+// a release by an owner that holds nothing is not remembered (no give-up
+// flag: what a level-0 build reads), and snapshots are version 7.
+func TestFormatRaiseWaitsForEveryMember(t *testing.T) {
+	c := formedCluster(t, 3, 3)
+	leader := c.leader()
+	term, ok := leader.grants.readyTerm()
+	require.True(t, ok)
+	ctx := ctxT(t)
+
+	assert.Equal(t, uint64(0), leader.raiseFormat(term), "nobody answered yet")
+	answer(leader, c, map[string]uint64{c.nodes[(c.index(leader)+1)%3].ID(): 0})
+	assert.Equal(t, uint64(0), leader.raiseFormat(term), "one member reads level 0 only")
+	time.Sleep(2 * formatCheckInterval) // the loop too
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+
+	_, err := leader.Release(ctx, "k", "quitter")
+	require.NoError(t, err)
+	assert.False(t, leader.table.Refuses("k", "quitter"), "no give-up flag at level 0")
+	assert.Equal(t, byte(7), leader.table.MarshalSnapshot()[4], "snapshot version 7 at level 0")
+
+	answer(leader, c, nil) // every member reads level 1 now (the last one upgraded)
+	require.Eventually(t, func() bool {
+		for _, l := range levels(c) {
+			if l != 1 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "the loop raises the level once every member reads it: %v", levels(c))
+	_, err = leader.Release(ctx, "k", "quitter")
+	require.NoError(t, err)
+	assert.True(t, leader.table.Refuses("k", "quitter"), "the give-up flag is written at level 1")
+	assert.Equal(t, byte(8), leader.table.MarshalSnapshot()[4])
+}
+
+// TestFormatStaleAnswersDoNotCount: an answer older than the unreachable
+// limit, or given to an earlier leadership, does not count: a member may
+// have been rolled back since.
+func TestFormatStaleAnswersDoNotCount(t *testing.T) {
+	c := formedCluster(t, 2, 2)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	answer(leader, c, nil)
+	leader.health.mu.Lock()
+	for id, r := range leader.health.reports {
+		r.at = r.at.Add(-time.Hour)
+		leader.health.reports[id] = r
+	}
+	leader.health.term-- // given to an earlier leadership
+	leader.health.mu.Unlock()
+	assert.Equal(t, uint64(0), leader.raiseFormat(term))
+	assert.Equal(t, []uint64{0, 0}, levels(c))
+}
+
+// TestFormatJoinRefused: a server that reads only a level below the
+// cluster's is refused, with both levels named, and the configuration is
+// unchanged; one that reads it joins.
+func TestFormatJoinRefused(t *testing.T) {
+	c := unjoinedCluster(t, 2)
+	c.nodes = append(c.nodes, c.open(0))
+	leader := c.leader()
+	require.Equal(t, uint64(1), leader.FormatInUse())
+	joiner := c.open(1)
+	c.nodes = append(c.nodes, joiner)
+	ctx := ctxT(t)
+	err := leader.JoinReading(ctx, joiner.ID(), string(c.trans[1].LocalAddr()), joiner.cfg.ClientAddr, 0)
+	require.ErrorIs(t, err, ErrFormatRefused)
+	assert.Contains(t, err.Error(), `"n1" reads format levels up to 0, and the cluster is at format level 1`)
+	ms, err := leader.Members(ctx)
+	require.NoError(t, err)
+	assert.Len(t, ms, 1, "the refused server was not added")
+	_, recorded := leader.table.Recorded(joiner.ID())
+	assert.False(t, recorded, "nor its address recorded")
+
+	require.NoError(t, leader.JoinReading(ctx, joiner.ID(), string(c.trans[1].LocalAddr()), joiner.cfg.ClientAddr, 1))
+	ms, err = leader.Members(ctx)
+	require.NoError(t, err)
+	assert.Len(t, ms, 2)
+}
+
+// TestFormatRaiseWaitsForNewMember: a server added since the members
+// answered must answer too (a level-1 build here: it joins a level-0
+// cluster, which it reads).
+func TestFormatRaiseWaitsForNewMember(t *testing.T) {
+	c := formedCluster(t, 2, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	joiner := c.open(2)
+	require.NoError(t, leader.Join(ctxT(t), joiner.ID(), string(c.trans[2].LocalAddr()), joiner.cfg.ClientAddr))
+	answer(leader, c, nil) // the first two only
+	assert.Equal(t, uint64(0), leader.raiseFormat(term), "the new member has not answered")
+	time.Sleep(2 * formatCheckInterval) // the loop neither
+	assert.Equal(t, []uint64{0, 0}, levels(c))
+	c.nodes = append(c.nodes, joiner)
+	answer(leader, c, nil)
+	require.Eventually(t, func() bool { return joiner.FormatInUse() == 1 && leader.FormatInUse() == 1 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestFormatUnreadableLevelStops: a node that applies a raise to a level
+// its build cannot read stops applying, says why on Stopped (the levels
+// and its version), and refuses to start on its data directory again with
+// the same message. No build writes level 2 yet: the test commits the
+// entry a later build would (the one fake here).
+func TestFormatUnreadableLevelStops(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir)
+	c := fsm.Command{Op: fsm.OpFormat, Level: fsm.FormatReadable + 1}
+	f := n.raft.Apply(c.Encode(nil), 5*time.Second)
+	_ = f.Error() // the node shuts Raft down as it stops: the future may fail
+	var stopped error
+	select {
+	case stopped = <-n.Stopped():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	require.ErrorIs(t, stopped, ErrUnreadableFormat)
+	want := fmt.Sprintf("raises the cluster's format level to 2, and this build reads format levels up to 1 (this is fencer %s)", version.Version)
+	assert.Contains(t, stopped.Error(), want)
+	assert.Equal(t, uint64(1), n.FormatInUse(), "the level it cannot read is not applied")
+	require.NoError(t, n.Close())
+
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RaftAddr, cfg.RaftLogLevel = dir, "127.0.0.1:0", "error"
+	_, err := Open(cfg)
+	require.ErrorIs(t, err, ErrUnreadableFormat)
+	assert.Equal(t, stopped.Error(), err.Error(), "the same message on every start")
+
+	// A build that reads the level removes the record and starts.
+	require.NoError(t, refuseUnreadable(dir, &fsm.FormatError{Level: fsm.FormatReadable}))
+	assert.NoError(t, checkRefused(dir))
+	assert.NoError(t, checkRefused(dir), "the record is gone")
+	assert.False(t, errors.Is(checkRefused(dir), ErrUnreadableFormat))
+}
