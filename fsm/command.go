@@ -249,11 +249,11 @@ type Command struct {
 	// Mode, on an acquire, asks for a holder of a shared key (KindShared)
 	// instead of a plain lock: a reader or the writer of a read-write
 	// lock, or a permit of a semaphore of Permits permits.
-	Mode    Mode
+	Mode Mode
+	// Level is an OpFormat's format level (at least 1). (A byte, beside
+	// Mode: the struct keeps its size.)
+	Level   uint8
 	Permits uint64
-
-	// Level is an OpFormat's format level (at least 1).
-	Level uint64
 }
 
 // flags of the encoding.
@@ -345,7 +345,7 @@ func (c *Command) flags() byte {
 //	             waiter: key, owner, uvarint TTL, uvarint session, value
 //	flagShared:  mode byte, uvarint permits; with flagWaiter the waiter's
 //	             mode and permits; then each session end waiter's
-//	OpFormat:    uvarint level
+//	OpFormat:    level byte
 //
 // A part is present only if its flag is (the session and shared parts came
 // later: commands without them encode exactly as before they existed).
@@ -407,7 +407,7 @@ func (c *Command) layout(k *codec, flags byte) {
 		}
 	}
 	if c.Op == OpFormat {
-		k.uvarint(&c.Level)
+		k.byte(&c.Level)
 	}
 }
 

@@ -79,12 +79,12 @@ func (t *Table) Format() uint64 {
 // before it applies anything written at that level.
 func (t *Table) applyFormat(r *Result, c *Command) {
 	switch {
-	case c.Level > FormatReadable:
+	case uint64(c.Level) > FormatReadable:
 		r.Code = Unreadable
-	case c.Level <= t.format:
+	case uint64(c.Level) <= t.format:
 		r.Code = Stale
 	default:
-		t.format = c.Level
+		t.format = uint64(c.Level)
 		r.Code = Recorded
 	}
 }

@@ -97,7 +97,7 @@ func goldenVariants(op Op, flags byte) []Command {
 		}
 		// Level 1, and a level above FormatReadable: it decodes too.
 		one := Command{Op: OpFormat, Level: 1}
-		return []Command{one, {Op: OpFormat, Level: 300}}
+		return []Command{one, {Op: OpFormat, Level: 200}}
 	case op == OpProclaim:
 		base.TTL = 0
 	}

@@ -74,7 +74,7 @@ func (a *applier) applyLocked(l *raft.Log) interface{} {
 	switch r := res.(type) {
 	case *fsm.Result:
 		if r.Code == fsm.Unreadable {
-			a.halt(&fsm.FormatError{Level: r.Cmd.Level, Index: l.Index})
+			a.halt(&fsm.FormatError{Level: uint64(r.Cmd.Level), Index: l.Index})
 			return res
 		}
 		a.resultLocked(r)

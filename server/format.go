@@ -50,6 +50,10 @@ const formatRefusedFile = "format-refused"
 // the format level (the probe answers once a second).
 const formatCheckInterval = time.Second
 
+// formatAnswerFresh is how old a member's answer may be for a raise:
+// three rounds of the probe, which asks once a second.
+const formatAnswerFresh = 3 * time.Second
+
 // formatGate serializes raises of the format level with joins.
 type formatGate struct {
 	mu sync.Mutex // held by a raise across its check and commit, by a join across its check and configuration change
@@ -124,7 +128,7 @@ func (n *Node) raiseFormat(term uint64) uint64 {
 	if !n.leadsIn(term) {
 		return 0 // leadership changed: the next leader decides afresh
 	}
-	c := fsm.Command{Op: fsm.OpFormat, Level: to}
+	c := fsm.Command{Op: fsm.OpFormat, Level: uint8(to)}
 	f := n.raft.Apply(c.Encode(nil), 10*time.Second)
 	if err := f.Error(); err != nil {
 		n.log.Warn("could not commit a raise of the format level; the leader will try again", "from", from, "to", to, "err", err)
@@ -146,7 +150,11 @@ func (n *Node) formatAllRead(term uint64) (uint64, string) {
 	if err := f.Error(); err != nil {
 		return 0, err.Error()
 	}
+	// Fresh answers only (a few probe rounds): a member may be restarted
+	// on another build after it answered. The window left is documented
+	// (docs/compatibility.md).
 	limit, _ := n.HealthLimits()
+	limit = min(limit, formatAnswerFresh)
 	now := time.Now()
 	level := fsm.FormatReadable
 	var seen []string

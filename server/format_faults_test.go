@@ -4,6 +4,8 @@ package server
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,4 +118,45 @@ func TestFaultFormatJoinAcrossLeaderChange(t *testing.T) {
 	ms, err := next.Members(ctxT(t))
 	require.NoError(t, err)
 	assert.Len(t, ms, 3, "the server was not added")
+}
+
+// A follower cut off before the raise comes back after it, behind the
+// leader's snapshot: it is sent the snapshot (version 8, at level 1), and
+// applies the level from it. The leader decided on the follower's answer,
+// which its probe gets over the client port, not Raft.
+func TestFaultFormatSnapshotAcrossTheRaise(t *testing.T) {
+	c := formedCluster(t, 3, 3, func(cfg *Config) {
+		cfg.TrailingLogs = 2
+		cfg.RaftSegmentSize = minRaftSegmentSize // compaction drops whole segments
+	})
+	leader := c.leader()
+	f := c.follower(leader)
+	fi := c.index(f)
+	c.isolate(fi)
+	answer(leader, c, nil)
+	require.Eventually(t, func() bool { return leader.FormatInUse() == 1 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, uint64(0), f.FormatInUse(), "the cut-off follower has not applied the raise")
+	_, err := leader.Release(ctxT(t), "k", "quitter") // a give-up: level 1
+	require.NoError(t, err)
+	owner := strings.Repeat("o", 1000)
+	for i := 0; i < 150; i++ {
+		mustAcquire(t, leader, fmt.Sprint("fill", i), owner, time.Hour)
+	}
+	require.NoError(t, leader.raft.Snapshot().Error())
+	assert.Equal(t, byte(8), leader.table.MarshalSnapshot()[4])
+	var restored atomic.Bool
+	unset := setFaultPoint(pointRestored, func(arg any) bool {
+		if arg == f.table {
+			restored.Store(true)
+		}
+		return false
+	})
+	defer unset()
+	c.heal(fi)
+	require.Eventually(t, restored.Load, 20*time.Second, 20*time.Millisecond, "the follower was sent the snapshot")
+	require.Eventually(t, func() bool { return f.FormatInUse() == 1 && f.table.Len() == leader.table.Len() },
+		20*time.Second, 20*time.Millisecond, "the follower installs the snapshot and its level")
+	assert.True(t, f.table.Refuses("k", "quitter"), "with the give-up it holds")
+	lIdx, lHash := leader.StateHash()
+	require.Eventually(t, func() bool { i, h := f.StateHash(); return i == lIdx && h == lHash }, 10*time.Second, 20*time.Millisecond)
 }

@@ -19,16 +19,28 @@ import (
 // bridge probes the members: the test records each member's answer
 // (RecordProgress), as the bridge records it from FENCE.PROGRESS (a build
 // from before levels answers without format_readable: 0).
-func formedCluster(t *testing.T, size, total int) *cluster {
+func formedCluster(t *testing.T, size, total int, mods ...func(*Config)) *cluster {
 	t.Helper()
 	c := unjoinedCluster(t, total)
-	c.mod = func(cfg *Config) { cfg.BootstrapExpect, cfg.Join = size, true }
+	c.mod = func(cfg *Config) {
+		cfg.BootstrapExpect, cfg.Join = size, true
+		for _, m := range mods {
+			m(cfg)
+		}
+	}
 	var reports []FormingReport
 	for i := 0; i < size; i++ {
 		c.nodes = append(c.nodes, c.open(i))
 		reports = append(reports, FormingReport{ID: c.nodes[i].ID(), RaftAddr: string(c.trans[i].LocalAddr())})
 	}
 	c.mod = nil
+	if len(mods) > 0 {
+		c.mod = func(cfg *Config) {
+			for _, m := range mods {
+				m(cfg)
+			}
+		}
+	}
 	for _, n := range c.nodes {
 		require.NoError(t, n.BootstrapWith(reports))
 		n.AllowVotes()
@@ -183,7 +195,7 @@ func TestFormatRaiseWaitsForNewMember(t *testing.T) {
 func TestFormatUnreadableLevelStops(t *testing.T) {
 	dir := t.TempDir()
 	n := openNode(t, dir)
-	c := fsm.Command{Op: fsm.OpFormat, Level: fsm.FormatReadable + 1}
+	c := fsm.Command{Op: fsm.OpFormat, Level: uint8(fsm.FormatReadable + 1)}
 	f := n.raft.Apply(c.Encode(nil), 5*time.Second)
 	_ = f.Error() // the node shuts Raft down as it stops: the future may fail
 	var stopped error
@@ -209,4 +221,27 @@ func TestFormatUnreadableLevelStops(t *testing.T) {
 	assert.NoError(t, checkRefused(dir))
 	assert.NoError(t, checkRefused(dir), "the record is gone")
 	assert.False(t, errors.Is(checkRefused(dir), ErrUnreadableFormat))
+}
+
+// TestFormatRejoinedMemberMustAnswerAgain: a member removed and added again
+// (running another build now, perhaps) counts only with an answer given
+// since: its answer from before its removal says nothing of what it runs.
+func TestFormatRejoinedMemberMustAnswerAgain(t *testing.T) {
+	c := formedCluster(t, 2, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	ctx := ctxT(t)
+	third := c.open(2)
+	require.NoError(t, leader.Join(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr))
+	c.nodes = append(c.nodes, third)
+	follower := c.nodes[1-c.index(leader)]
+	answer(leader, c, map[string]uint64{follower.ID(): 0}) // the follower holds the raise back
+	require.NoError(t, leader.Remove(ctx, third.ID()))
+	// It comes back running a build that reads level 0 only: the cluster
+	// is at level 0, so it may. It has not answered the probe since.
+	require.NoError(t, leader.JoinReading(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr, 0))
+	leader.RecordProgress(follower.ID(), follower.Progress(), version.Version) // the follower upgraded
+	assert.Equal(t, uint64(0), leader.raiseFormat(term), "the rejoined member has not answered since it joined")
+	time.Sleep(2 * formatCheckInterval) // nor does the loop raise
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
 }

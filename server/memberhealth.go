@@ -66,6 +66,13 @@ func (h *healthBook) leadership(term uint64, now time.Time) time.Time {
 	return h.since
 }
 
+// forget drops id's answer.
+func (h *healthBook) forget(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.reports, id)
+}
+
 // RecordProgress records a member's answer to the leader's health probe.
 // A node that is not the leader ignores it.
 func (n *Node) RecordProgress(id string, p Progress, version string) {

@@ -104,6 +104,10 @@ func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string,
 	if err := n.checkJoinFormat(id, readable); err != nil {
 		return err
 	}
+	// What it answered before (as a member removed since, or before a
+	// restart on another build) says nothing of what it runs now: a
+	// raise waits for its next answer.
+	n.health.forget(id)
 	conf, err := n.leaderConfiguration(ctx)
 	if err != nil {
 		return err
@@ -208,6 +212,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	// itself it can propose nothing more, and a removal cut short between
 	// the two leaves a member known to have run, not one that looks as if
 	// it never ran (DecideFormation).
+	n.health.forget(id)
 	if _, err := n.propose(ctx, fsm.Command{Op: fsm.OpMember, Key: id, Owner: fsm.RemovedMember}); err != nil {
 		return err
 	}

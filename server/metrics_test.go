@@ -57,6 +57,7 @@ func TestMetricsMoveAfterRequests(t *testing.T) {
 	assert.Equal(t, 1.0, sample(t, body, `fencer_raft_state{state="leader"}`))
 	assert.Equal(t, 0.0, sample(t, body, `fencer_raft_state{state="follower"}`))
 	assert.Equal(t, 1.0, sample(t, body, `fencer_ready`))
+	assert.Equal(t, 1.0, sample(t, body, `fencer_format_in_use`), "a cluster of one is at format level 1")
 	assert.GreaterOrEqual(t, sample(t, body, `fencer_leader_changes_total`), 1.0)
 	assert.Equal(t, 0.0, sample(t, body, `fencer_locks_held`))
 	assert.Equal(t, 0.0, sample(t, body, `fencer_request_duration_seconds_count{op="acquire"}`))
