@@ -105,13 +105,15 @@ test:
 # one make check runs (test-console-full), the Java lock libraries' full matrix (a
 # leader kill under every API of integration/java-libs, not one per
 # library family), the Python and Rust libraries' (a leader kill per
-# library, and the Redlock ones given every address), and the Python
-# client's matrix (test-python-full).
+# library, and the Redlock ones given every address), the Python
+# client's matrix (test-python-full), and the rolling upgrade with longer
+# workloads between its steps (upgrade-full).
 check-full: check
 	$(TIMED) test-console-full $(MAKE) test-console-full
 	$(TIMED) test-java-libs-full $(MAKE) test-java-libs-full
 	$(TIMED) test-pyrust-libs-full $(MAKE) test-pyrust-libs-full
 	$(TIMED) test-python-full $(MAKE) test-python-full
+	$(TIMED) upgrade-full $(MAKE) upgrade-full
 
 # test-console-full: the web console's browser specs, all of them
 # (integration/console_test.go; make check runs the first, "live"):
@@ -281,6 +283,18 @@ CHAOS_SEED ?=
 chaos:
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_NODES="$(CHAOS_NODES)" CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -count=1 -timeout 0 -v -run '^TestChaos[0-9]' ./integration/chaos/
+
+# upgrade-full: TestRollingUpgrade (integration/chaos/upgrade_test.go) with
+# UPGRADE_DWELL of the workloads between its steps (go test's run: 1s) and
+# UPGRADE_CLIENTS clients per workload: a 3-node cluster of the build
+# testdata/upgrade-rolling-from names, upgraded node by node to this one.
+# Needs root, ip and iptables.
+UPGRADE_DWELL ?= 15s
+UPGRADE_CLIENTS ?= 4
+.PHONY: upgrade-full
+upgrade-full:
+	CHAOS_UPGRADE_DWELL=$(UPGRADE_DWELL) CHAOS_CLIENTS=$(UPGRADE_CLIENTS) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestRollingUpgrade$$' ./integration/chaos/
 
 # soak: a 3-node cluster for SOAK_DURATION under the campaign's workloads, Go
 # client leases and a growing and shrinking lock set, a fault a minute, each

@@ -63,6 +63,19 @@
 // goroutines, fds, log and snapshots into a CSV and a gnuplot PNG, and fails
 // on growth as well as on violations (docs/operations.md, Soak).
 //
+// TestRollingUpgrade (upgrade_test.go) starts a 3-node cluster of the build
+// testdata/upgrade-rolling-from names and upgrades it node by node to this
+// one under the lock, session, read-write and Redis-script workloads: the
+// followers of an old leader first (one catching up through the old
+// leader's snapshot), then the old leader steps down onto a new node, its
+// old follower catches up through the new leader's snapshot, and the last
+// old node is upgraded. It polls every new node's INFO: the new format
+// (fencer_format_in_use:1) must not be used while an old node is a member,
+// and must be once none is. It also restores the baseline's `fencer
+// snapshot save` file into this build, and starts the baseline on a data
+// directory written at the new format, which must refuse it. The checkers
+// are the campaign's; `make upgrade-full` runs longer workloads.
+//
 // The tests need root (namespaces and iptables), ip(8) and iptables(8).
 // `go test ./integration/chaos/` runs a short campaign on 3 and 5 nodes and
 // the sensitivity tests; `make chaos` runs the full one, configured by

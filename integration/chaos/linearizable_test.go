@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -54,10 +56,32 @@ type linOutput struct {
 // linState is one key's state in the model. token 0 means held through an
 // acquire whose outcome was unknown, so its token is not known yet.
 type linState struct {
-	holder       string
-	token        uint64
-	maxToken     uint64 // the largest token this key has granted
-	lastReleaser string // whose release of the key the server may remember
+	holder   string
+	token    uint64
+	maxToken uint64 // the largest token this key has granted
+	// releasers lists, sorted and each between two \x00, the owners whose
+	// release of the key the server may remember: it remembers each
+	// owner's, not only the last one's.
+	releasers string
+}
+
+// remembers reports whether owner's release of the key may be remembered.
+func (s linState) remembers(owner string) bool {
+	return strings.Contains(s.releasers, "\x00"+owner+"\x00")
+}
+
+// released returns s with owner's release remembered.
+func (s linState) released(owner string) linState {
+	if s.remembers(owner) {
+		return s
+	}
+	owners := append(strings.Split(strings.Trim(s.releasers, "\x00"), "\x00"), owner)
+	if s.releasers == "" {
+		owners = owners[1:]
+	}
+	sort.Strings(owners)
+	s.releasers = "\x00" + strings.Join(owners, "\x00\x00") + "\x00"
+	return s
 }
 
 // linStep is the sequential specification of one lock (docs/design.md,
@@ -94,18 +118,19 @@ func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 		switch {
 		case out.unknown:
 			if s.holder == in.owner {
-				s.holder, s.token, s.lastReleaser = "", 0, in.owner
+				s.holder, s.token = "", 0
+				s = s.released(in.owner)
 			}
 			return true, s
 		case out.ok && s.holder == in.owner:
-			s.holder, s.token, s.lastReleaser = "", 0, in.owner
-			return true, s
+			s.holder, s.token = "", 0
+			return true, s.released(in.owner)
 		case out.ok:
 			// A repeated release the server still remembers.
-			return s.lastReleaser == in.owner, s
+			return s.remembers(in.owner), s
 		}
 		// 0: not the holder. The server may also have forgotten an earlier
-		// release by this owner, so lastReleaser does not matter.
+		// release by this owner, so releasers does not matter.
 		return s.holder != in.owner, s
 	case linStatus:
 		switch {
@@ -151,7 +176,7 @@ var linModel = porcupine.Model{
 	Hash: func(state any) uint64 {
 		s := state.(linState)
 		h := fnv.New64a()
-		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s", s.holder, s.token, s.maxToken, s.lastReleaser)
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s", s.holder, s.token, s.maxToken, s.releasers)
 		return h.Sum64()
 	},
 	DescribeOperation: func(input, output any) string {
@@ -322,4 +347,38 @@ type checkResult struct {
 	// undecided, if set, says why the checker could not reach a verdict.
 	undecided string
 	took      time.Duration
+}
+
+// TestLinModelRemembersEveryReleaser: the server remembers each owner's
+// release of a key (until it forgets by log position), not only the last
+// one, so a repeated release by an earlier releaser may answer 1 after
+// another owner held and released the key (seen in TestRollingUpgrade: a
+// client retrying its release through a node that was being upgraded);
+// a release answered 1 by an owner that never held the key is still illegal.
+func TestLinModelRemembersEveryReleaser(t *testing.T) {
+	op := func(kind linKind, owner string, ok bool, token uint64) porcupine.Operation {
+		return porcupine.Operation{Input: linInput{kind: kind, key: "k", owner: owner}, Output: linOutput{ok: ok, token: token}}
+	}
+	for _, tc := range []struct {
+		name  string
+		ops   []porcupine.Operation
+		legal bool
+	}{
+		{"a repeated release after another owner's grant", []porcupine.Operation{
+			op(linAcquire, "a", true, 10), op(linRelease, "a", true, 0),
+			op(linAcquire, "b", true, 20), op(linRelease, "b", true, 0),
+			op(linRelease, "a", true, 0)}, true},
+		{"a release answered 1 by an owner that never held", []porcupine.Operation{
+			op(linAcquire, "a", true, 10), op(linRelease, "a", true, 0),
+			op(linRelease, "c", true, 0)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range tc.ops {
+				tc.ops[i].ClientId, tc.ops[i].Call, tc.ops[i].Return = 0, int64(2*i), int64(2*i+1)
+			}
+			if got := porcupine.CheckOperations(linModel, tc.ops); got != tc.legal {
+				t.Fatalf("linearizable: %v, want %v", got, tc.legal)
+			}
+		})
+	}
 }
