@@ -304,3 +304,77 @@ func TestFormatRaiseConfirmed(t *testing.T) {
 	require.Eventually(t, func() bool { return leader.FormatInUse() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"raised once every member confirms")
 }
+
+// recordAsked records, on leader, id's answer to a probe question that
+// was sent at asked (the answer arrives now). The bridge's probe knows
+// when it asked; an answer says what the member ran when it answered,
+// which is after asked and may be before now.
+func recordAsked(leader *Node, id string, asked time.Time, p Progress) {
+	_ = asked // the current API records an answer as of its arrival
+	leader.RecordProgress(id, p, version.Version)
+}
+
+// TestFormatConfirmationAskedAfterDecision: the confirmation of a raise
+// counts only answers to questions asked after the leader decided. An
+// answer asked before (slow on the way back) may have been given before
+// the decision, by a member rolled back since: it confirms nothing, and
+// the member's next answer (level 0) stops the raise.
+func TestFormatConfirmationAskedAfterDecision(t *testing.T) {
+	c := formedCluster(t, 3, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	rolledBack := c.nodes[(c.index(leader)+1)%3]
+	other := c.nodes[(c.index(leader)+2)%3]
+	asked := time.Now() // the probe asks rolledBack; its answer is slow
+	answer(leader, c, nil)
+	raised := make(chan uint64, 1)
+	go func() { raised <- leader.raiseFormat(term) }()
+	// The leader has decided (a Barrier of a few ms) and waits for the
+	// confirmation when the slow answer, given before it rolled back,
+	// arrives, with the other member's answer to a new question.
+	time.Sleep(500 * time.Millisecond)
+	recordAsked(leader, other.ID(), time.Now(), other.Progress())
+	recordAsked(leader, rolledBack.ID(), asked, rolledBack.Progress())
+	// Its answer to the next question: it reads level 0 only now.
+	time.Sleep(500 * time.Millisecond)
+	old := rolledBack.Progress()
+	old.FormatReadable = 0
+	recordAsked(leader, rolledBack.ID(), time.Now(), old)
+	assert.Equal(t, uint64(0), <-raised, "confirmed by an answer asked before the decision")
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+}
+
+// TestFormatAnswerAskedBeforeRejoinDoesNotCount: a join forgets what the
+// server answered before; an answer to a question asked before the join
+// (the process that held the ID then, slow to answer) arriving after it
+// says nothing of the server that joined, and neither decides nor
+// confirms a raise.
+func TestFormatAnswerAskedBeforeRejoinDoesNotCount(t *testing.T) {
+	c := formedCluster(t, 2, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	ctx := ctxT(t)
+	third := c.open(2)
+	require.NoError(t, leader.Join(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr))
+	c.nodes = append(c.nodes, third)
+	follower := c.nodes[1-c.index(leader)]
+	first := time.Now() // two probe rounds ask the process that holds third's ID
+	time.Sleep(10 * time.Millisecond)
+	second := time.Now()
+	time.Sleep(10 * time.Millisecond)
+	// third is replaced under its ID by a build that reads level 0 only
+	// (at level 0 it may join).
+	require.NoError(t, leader.Remove(ctx, third.ID()))
+	require.NoError(t, leader.JoinReading(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr, 0))
+	// The first round's answer, from the process replaced, arrives.
+	recordAsked(leader, third.ID(), first, third.Progress())
+	recordAsked(leader, follower.ID(), time.Now(), follower.Progress())
+	raised := make(chan uint64, 1)
+	go func() { raised <- leader.raiseFormat(term) }()
+	time.Sleep(500 * time.Millisecond)
+	// The second round's, during the confirmation, with the follower's.
+	recordAsked(leader, follower.ID(), time.Now(), follower.Progress())
+	recordAsked(leader, third.ID(), second, third.Progress())
+	assert.Equal(t, uint64(0), <-raised, "raised on answers asked before the join")
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+}
