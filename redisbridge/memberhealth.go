@@ -24,8 +24,9 @@ import (
 type healthNode interface {
 	// Progress is this node's own (FENCE.PROGRESS).
 	Progress() server.Progress
-	// RecordProgress records a member's answer to the leader's probe.
-	RecordProgress(id string, p server.Progress, version string)
+	// RecordProgress records a member's answer to the leader's probe,
+	// asked at asked.
+	RecordProgress(id string, asked time.Time, p server.Progress, version string)
 	// MemberHealth judges every member, on the leader (FENCE.HEALTH).
 	MemberHealth(ctx context.Context, version string) ([]server.MemberHealth, error)
 	HealthLimits() (unreachable time.Duration, lag uint64)
@@ -69,6 +70,9 @@ func (b *Bridge) probeOnce() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// The answer tells what the member ran at some moment after
+			// this: the format gate counts it from here.
+			asked := time.Now()
 			p, v, err := b.askProgress(ctx, m.ClientAddr)
 			if err != nil {
 				b.log.Debug("member health probe failed", "member", m.ID, "addr", m.ClientAddr, "err", err)
@@ -80,7 +84,7 @@ func (b *Bridge) probeOnce() {
 				b.log.Debug("member health probe answered by another node", "member", m.ID, "answered", p.id)
 				return
 			}
-			b.locker.RecordProgress(m.ID, p.Progress, v)
+			b.locker.RecordProgress(m.ID, asked, p.Progress, v)
 		}()
 	}
 	wg.Wait()

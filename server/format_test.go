@@ -61,7 +61,7 @@ func answer(leader *Node, c *cluster, readable map[string]uint64) {
 		if r, ok := readable[n.ID()]; ok {
 			p.FormatReadable = r
 		}
-		leader.RecordProgress(n.ID(), p, version.Version)
+		leader.RecordProgress(n.ID(), time.Now(), p, version.Version)
 	}
 }
 
@@ -171,7 +171,7 @@ func TestFormatStaleAnswersDoNotCount(t *testing.T) {
 	answer(leader, c, nil)
 	leader.health.mu.Lock()
 	for id, r := range leader.health.reports {
-		r.at = r.at.Add(-time.Hour)
+		r.at, r.asked = r.at.Add(-time.Hour), r.asked.Add(-time.Hour)
 		leader.health.reports[id] = r
 	}
 	leader.health.term-- // given to an earlier leadership
@@ -277,7 +277,7 @@ func TestFormatRejoinedMemberMustAnswerAgain(t *testing.T) {
 	// It comes back running a build that reads level 0 only: the cluster
 	// is at level 0, so it may. It has not answered the probe since.
 	require.NoError(t, leader.JoinReading(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr, 0))
-	leader.RecordProgress(follower.ID(), follower.Progress(), version.Version) // the follower upgraded
+	leader.RecordProgress(follower.ID(), time.Now(), follower.Progress(), version.Version) // the follower upgraded
 	assert.Equal(t, uint64(0), leader.raiseFormat(term), "the rejoined member has not answered since it joined")
 	time.Sleep(2 * formatCheckInterval) // nor does the loop raise
 	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
@@ -310,8 +310,7 @@ func TestFormatRaiseConfirmed(t *testing.T) {
 // when it asked; an answer says what the member ran when it answered,
 // which is after asked and may be before now.
 func recordAsked(leader *Node, id string, asked time.Time, p Progress) {
-	_ = asked // the current API records an answer as of its arrival
-	leader.RecordProgress(id, p, version.Version)
+	leader.RecordProgress(id, asked, p, version.Version)
 }
 
 // TestFormatConfirmationAskedAfterDecision: the confirmation of a raise
