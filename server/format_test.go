@@ -377,3 +377,24 @@ func TestFormatAnswerAskedBeforeRejoinDoesNotCount(t *testing.T) {
 	assert.Equal(t, uint64(0), <-raised, "raised on answers asked before the join")
 	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
 }
+
+// TestFormatUnreadableLevelInABatchStops: a raise this build cannot read
+// stops the node wherever the entry holds it, here first in a batch (a
+// later build may batch its raise): the commands after it are not applied.
+func TestFormatUnreadableLevelInABatchStops(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	raise := fsm.Command{Op: fsm.OpFormat, Level: uint8(fsm.FormatReadable + 1)}
+	after := fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: "o", TTL: 60000}
+	f := n.raft.Apply(fsm.JoinEntries(nil, [][]byte{raise.Encode(nil), after.Encode(nil)}), 5*time.Second)
+	_ = f.Error() // the node shuts Raft down as it stops: the future may fail
+	select {
+	case stopped := <-n.Stopped():
+		require.ErrorIs(t, stopped, ErrUnreadableFormat)
+		assert.Contains(t, stopped.Error(), "raises the cluster's format level to 2")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	_, held := n.table.Get("k")
+	assert.False(t, held, "nothing after the raise is applied")
+	assert.Equal(t, uint64(1), n.FormatInUse())
+}
