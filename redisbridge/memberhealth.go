@@ -58,6 +58,10 @@ func (b *Bridge) probeMembers() {
 func (b *Bridge) probeOnce() {
 	ctx, cancel := context.WithTimeout(b.ctx, probeInterval)
 	defer cancel()
+	// Each answer tells what its member ran at some moment after this,
+	// at the address it had then or later: the format gate counts it
+	// from here.
+	asked := time.Now()
 	ms, err := b.locker.Members(ctx)
 	if err != nil {
 		return
@@ -70,9 +74,6 @@ func (b *Bridge) probeOnce() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// The answer tells what the member ran at some moment after
-			// this: the format gate counts it from here.
-			asked := time.Now()
 			p, v, err := b.askProgress(ctx, m.ClientAddr)
 			if err != nil {
 				b.log.Debug("member health probe failed", "member", m.ID, "addr", m.ClientAddr, "err", err)
