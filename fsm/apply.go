@@ -45,6 +45,11 @@ func (t *Table) applyBatch(index uint64, cmds []Command) []*Result {
 		out[i] = t.applyAt(pos, &cmds[i])
 		t.forget(pos)
 		t.floor, t.extra = t.floor+t.extra, 0
+		if out[i].Code == Unreadable {
+			// What follows a raise to a level this build cannot read may
+			// be written at that level: the node stops here (applyFormat).
+			return out[:i+1]
+		}
 	}
 	if len(cmds) > 1 {
 		t.floor += uint64(len(cmds) - 1)

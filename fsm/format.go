@@ -20,7 +20,10 @@ import "fmt"
 //
 // A node that applies an OpFormat naming a level above FormatReadable, or
 // restores a snapshot of a version or level it cannot read, gets a
-// *FormatError: it must stop rather than misread what follows.
+// *FormatError: it must stop rather than misread what follows. That holds
+// for a raise in an entry of its own or in a batch (Apply stops the batch
+// there); a transaction may not hold one (this build fails to decode it),
+// so a later build must never write its raise inside a transaction.
 
 // FormatReadable is the highest format level this build reads (and can
 // write).

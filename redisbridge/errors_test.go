@@ -75,8 +75,8 @@ func (f faultyLocker) ExtendMany(context.Context, []string, string, time.Duratio
 func (f faultyLocker) ReleaseMany(context.Context, []string, string, uint64) (int, error) {
 	return 0, f.err
 }
-func (f faultyLocker) Progress() server.Progress                      { return server.Progress{} }
-func (f faultyLocker) RecordProgress(string, server.Progress, string) {}
+func (f faultyLocker) Progress() server.Progress                                 { return server.Progress{} }
+func (f faultyLocker) RecordProgress(string, time.Time, server.Progress, string) {}
 func (f faultyLocker) MemberHealth(context.Context, string) ([]server.MemberHealth, error) {
 	return nil, f.err
 }

@@ -18,8 +18,10 @@ import (
 // both levels named); FENCE.HEALTH shows each member's level.
 func TestFormatLevelsThroughTheBridge(t *testing.T) {
 	addr, leader := startBridge(t, nil, nil)
-	require.Eventually(t, func() bool { id, _ := leader.Leader(); return id == leader.ID() }, 10*time.Second, 20*time.Millisecond)
-	require.Equal(t, uint64(1), leader.FormatInUse(), "a cluster of one raises at once")
+	// Ready, not only leading: the raise comes after the new leader's
+	// Barrier, before it serves its first request.
+	require.Eventually(t, func() bool { id, _ := leader.Leader(); return id == leader.ID() && leader.Ready() == nil }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, uint64(1), leader.FormatInUse(), "a cluster of one raises at once, before it is ready")
 	ctx := t.Context()
 	c := newClient(t, addr)
 

@@ -24,8 +24,9 @@ import (
 type healthNode interface {
 	// Progress is this node's own (FENCE.PROGRESS).
 	Progress() server.Progress
-	// RecordProgress records a member's answer to the leader's probe.
-	RecordProgress(id string, p server.Progress, version string)
+	// RecordProgress records a member's answer to the leader's probe,
+	// asked at asked.
+	RecordProgress(id string, asked time.Time, p server.Progress, version string)
 	// MemberHealth judges every member, on the leader (FENCE.HEALTH).
 	MemberHealth(ctx context.Context, version string) ([]server.MemberHealth, error)
 	HealthLimits() (unreachable time.Duration, lag uint64)
@@ -57,6 +58,10 @@ func (b *Bridge) probeMembers() {
 func (b *Bridge) probeOnce() {
 	ctx, cancel := context.WithTimeout(b.ctx, probeInterval)
 	defer cancel()
+	// Each answer tells what its member ran at some moment after this,
+	// at the address it had then or later: the format gate counts it
+	// from here.
+	asked := time.Now()
 	ms, err := b.locker.Members(ctx)
 	if err != nil {
 		return
@@ -80,7 +85,7 @@ func (b *Bridge) probeOnce() {
 				b.log.Debug("member health probe answered by another node", "member", m.ID, "answered", p.id)
 				return
 			}
-			b.locker.RecordProgress(m.ID, p.Progress, v)
+			b.locker.RecordProgress(m.ID, asked, p.Progress, v)
 		}()
 	}
 	wg.Wait()

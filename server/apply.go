@@ -79,8 +79,13 @@ func (a *applier) applyLocked(l *raft.Log) interface{} {
 		}
 		a.resultLocked(r)
 	case []*fsm.Result:
-		// A batch: each command as if it had an entry of its own.
+		// A batch: each command as if it had an entry of its own, up to
+		// a raise this build cannot read (a later build may batch one).
 		for _, r := range r {
+			if r.Code == fsm.Unreadable {
+				a.halt(&fsm.FormatError{Level: uint64(r.Cmd.Level), Index: l.Index})
+				return res
+			}
 			a.resultLocked(r)
 		}
 	}

@@ -26,7 +26,7 @@ import (
 // its latest Raft configuration, voter or not, has told it that it reads
 // that level, in answers to the member-health probe of this leadership
 // (Progress.FormatReadable; a build from before levels does not say, and
-// is taken to read level 0), fresh within the unreachable limit, and no
+// is taken to read level 0), asked within the unreachable limit, and no
 // configuration change is in flight. A server joins only if it reads the
 // level in use. The raise and a join hold formatGate.mu across their check
 // and their change, so that neither acts on what the other is changing;
@@ -129,7 +129,8 @@ func (n *Node) raiseFormat(term uint64) uint64 {
 		n.log.Debug("format level not raised", "in_use", from, "readable", fsm.FormatReadable, "why", why)
 		return 0
 	}
-	// Every member confirms with an answer given after the decision: one
+	// Every member confirms with an answer to a question asked after the
+	// decision, so given after it: one
 	// restarted on another build since its last answer answers less, or
 	// not in time. What is left is the time from its confirmation to the
 	// commit (docs/compatibility.md).
@@ -207,8 +208,11 @@ func (n *Node) formatAllRead(term uint64, since time.Time) (uint64, string) {
 			seen = append(seen, fmt.Sprintf("%s:%d", id, fsm.FormatReadable))
 			continue
 		}
+		// Counted from when it was asked: the member may have answered
+		// at once, and been restarted on another build while the answer
+		// was on its way.
 		r, ok := n.health.reports[id]
-		if !ok || n.health.term != term || now.Sub(r.at) > limit || !r.at.After(since) {
+		if !ok || n.health.term != term || now.Sub(r.asked) > limit || !r.asked.After(since) {
 			return 0, fmt.Sprintf("member %s has not answered the probe lately", id)
 		}
 		level = min(level, r.progress.FormatReadable)

@@ -61,7 +61,7 @@ func answer(leader *Node, c *cluster, readable map[string]uint64) {
 		if r, ok := readable[n.ID()]; ok {
 			p.FormatReadable = r
 		}
-		leader.RecordProgress(n.ID(), p, version.Version)
+		leader.RecordProgress(n.ID(), time.Now(), p, version.Version)
 	}
 }
 
@@ -171,7 +171,7 @@ func TestFormatStaleAnswersDoNotCount(t *testing.T) {
 	answer(leader, c, nil)
 	leader.health.mu.Lock()
 	for id, r := range leader.health.reports {
-		r.at = r.at.Add(-time.Hour)
+		r.at, r.asked = r.at.Add(-time.Hour), r.asked.Add(-time.Hour)
 		leader.health.reports[id] = r
 	}
 	leader.health.term-- // given to an earlier leadership
@@ -277,7 +277,7 @@ func TestFormatRejoinedMemberMustAnswerAgain(t *testing.T) {
 	// It comes back running a build that reads level 0 only: the cluster
 	// is at level 0, so it may. It has not answered the probe since.
 	require.NoError(t, leader.JoinReading(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr, 0))
-	leader.RecordProgress(follower.ID(), follower.Progress(), version.Version) // the follower upgraded
+	leader.RecordProgress(follower.ID(), time.Now(), follower.Progress(), version.Version) // the follower upgraded
 	assert.Equal(t, uint64(0), leader.raiseFormat(term), "the rejoined member has not answered since it joined")
 	time.Sleep(2 * formatCheckInterval) // nor does the loop raise
 	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
@@ -303,4 +303,98 @@ func TestFormatRaiseConfirmed(t *testing.T) {
 	defer probing(c, leading(c), nil)()
 	require.Eventually(t, func() bool { return leader.FormatInUse() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"raised once every member confirms")
+}
+
+// recordAsked records, on leader, id's answer to a probe question that
+// was sent at asked (the answer arrives now). The bridge's probe knows
+// when it asked; an answer says what the member ran when it answered,
+// which is after asked and may be before now.
+func recordAsked(leader *Node, id string, asked time.Time, p Progress) {
+	leader.RecordProgress(id, asked, p, version.Version)
+}
+
+// TestFormatConfirmationAskedAfterDecision: the confirmation of a raise
+// counts only answers to questions asked after the leader decided. An
+// answer asked before (slow on the way back) may have been given before
+// the decision, by a member rolled back since: it confirms nothing, and
+// the member's next answer (level 0) stops the raise.
+func TestFormatConfirmationAskedAfterDecision(t *testing.T) {
+	c := formedCluster(t, 3, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	rolledBack := c.nodes[(c.index(leader)+1)%3]
+	other := c.nodes[(c.index(leader)+2)%3]
+	asked := time.Now() // the probe asks rolledBack; its answer is slow
+	answer(leader, c, nil)
+	raised := make(chan uint64, 1)
+	go func() { raised <- leader.raiseFormat(term) }()
+	// The leader has decided (a Barrier of a few ms) and waits for the
+	// confirmation when the slow answer, given before it rolled back,
+	// arrives, with the other member's answer to a new question.
+	time.Sleep(500 * time.Millisecond)
+	recordAsked(leader, other.ID(), time.Now(), other.Progress())
+	recordAsked(leader, rolledBack.ID(), asked, rolledBack.Progress())
+	// Its answer to the next question: it reads level 0 only now.
+	time.Sleep(500 * time.Millisecond)
+	old := rolledBack.Progress()
+	old.FormatReadable = 0
+	recordAsked(leader, rolledBack.ID(), time.Now(), old)
+	assert.Equal(t, uint64(0), <-raised, "confirmed by an answer asked before the decision")
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+}
+
+// TestFormatAnswerAskedBeforeRejoinDoesNotCount: a join forgets what the
+// server answered before; an answer to a question asked before the join
+// (the process that held the ID then, slow to answer) arriving after it
+// says nothing of the server that joined, and neither decides nor
+// confirms a raise.
+func TestFormatAnswerAskedBeforeRejoinDoesNotCount(t *testing.T) {
+	c := formedCluster(t, 2, 3)
+	leader := c.leader()
+	term, _ := leader.grants.readyTerm()
+	ctx := ctxT(t)
+	third := c.open(2)
+	require.NoError(t, leader.Join(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr))
+	c.nodes = append(c.nodes, third)
+	follower := c.nodes[1-c.index(leader)]
+	first := time.Now() // two probe rounds ask the process that holds third's ID
+	time.Sleep(10 * time.Millisecond)
+	second := time.Now()
+	time.Sleep(10 * time.Millisecond)
+	// third is replaced under its ID by a build that reads level 0 only
+	// (at level 0 it may join).
+	require.NoError(t, leader.Remove(ctx, third.ID()))
+	require.NoError(t, leader.JoinReading(ctx, third.ID(), string(c.trans[2].LocalAddr()), third.cfg.ClientAddr, 0))
+	// The first round's answer, from the process replaced, arrives.
+	recordAsked(leader, third.ID(), first, third.Progress())
+	recordAsked(leader, follower.ID(), time.Now(), follower.Progress())
+	raised := make(chan uint64, 1)
+	go func() { raised <- leader.raiseFormat(term) }()
+	time.Sleep(500 * time.Millisecond)
+	// The second round's, during the confirmation, with the follower's.
+	recordAsked(leader, follower.ID(), time.Now(), follower.Progress())
+	recordAsked(leader, third.ID(), second, third.Progress())
+	assert.Equal(t, uint64(0), <-raised, "raised on answers asked before the join")
+	assert.Equal(t, []uint64{0, 0, 0}, levels(c))
+}
+
+// TestFormatUnreadableLevelInABatchStops: a raise this build cannot read
+// stops the node wherever the entry holds it, here first in a batch (a
+// later build may batch its raise): the commands after it are not applied.
+func TestFormatUnreadableLevelInABatchStops(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	raise := fsm.Command{Op: fsm.OpFormat, Level: uint8(fsm.FormatReadable + 1)}
+	after := fsm.Command{Op: fsm.OpAcquire, Key: "k", Owner: "o", TTL: 60000}
+	f := n.raft.Apply(fsm.JoinEntries(nil, [][]byte{raise.Encode(nil), after.Encode(nil)}), 5*time.Second)
+	_ = f.Error() // the node shuts Raft down as it stops: the future may fail
+	select {
+	case stopped := <-n.Stopped():
+		require.ErrorIs(t, stopped, ErrUnreadableFormat)
+		assert.Contains(t, stopped.Error(), "raises the cluster's format level to 2")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	_, held := n.table.Get("k")
+	assert.False(t, held, "nothing after the raise is applied")
+	assert.Equal(t, uint64(1), n.FormatInUse())
 }

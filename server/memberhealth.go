@@ -42,9 +42,12 @@ type MemberHealth struct {
 
 // memberReport is one member's last answer.
 type memberReport struct {
-	at       time.Time
-	progress Progress
-	version  string
+	// at is when the answer arrived; asked, when the question was sent.
+	// The answer tells what the member ran at some moment between the
+	// two: the format gate counts it from asked.
+	at, asked time.Time
+	progress  Progress
+	version   string
 }
 
 // healthBook keeps the members' last answers, on the leader.
@@ -55,6 +58,10 @@ type healthBook struct {
 	term    uint64
 	since   time.Time
 	reports map[string]memberReport
+	// forgot is when each member's answers were last forgotten (it
+	// joined again or was removed): an answer to a question asked before
+	// then, still on its way, is from what held the ID before.
+	forgot map[string]time.Time
 }
 
 // leadership returns when this node's current leadership began, clearing
@@ -66,24 +73,36 @@ func (h *healthBook) leadership(term uint64, now time.Time) time.Time {
 	return h.since
 }
 
-// forget drops id's answer.
+// forget drops id's answer, and every answer to a question asked before
+// now.
 func (h *healthBook) forget(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.reports, id)
+	if h.forgot == nil {
+		h.forgot = make(map[string]time.Time)
+	}
+	h.forgot[id] = time.Now()
 }
 
-// RecordProgress records a member's answer to the leader's health probe.
-// A node that is not the leader ignores it.
-func (n *Node) RecordProgress(id string, p Progress, version string) {
+// RecordProgress records a member's answer to the leader's health probe,
+// whose question was sent at asked. A node that is not the leader ignores
+// it, and so does one that forgot id's answers after asked.
+func (n *Node) RecordProgress(id string, asked time.Time, p Progress, version string) {
 	if n.raft.State() != raft.Leader {
 		return
 	}
 	term, now := n.raft.CurrentTerm(), time.Now()
 	n.health.mu.Lock()
 	defer n.health.mu.Unlock()
+	if f, ok := n.health.forgot[id]; ok {
+		if !asked.After(f) {
+			return
+		}
+		delete(n.health.forgot, id)
+	}
 	n.health.leadership(term, now)
-	n.health.reports[id] = memberReport{at: now, progress: p, version: version}
+	n.health.reports[id] = memberReport{at: now, asked: asked, progress: p, version: version}
 	if p.FormatReadable > n.table.Format() {
 		select {
 		case n.format.kick <- struct{}{}:

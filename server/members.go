@@ -94,6 +94,7 @@ func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string,
 	locked := true
 	defer func() {
 		if locked {
+			n.health.forget(id)
 			n.format.mu.Unlock()
 		}
 	}()
@@ -106,7 +107,9 @@ func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string,
 	}
 	// What it answered before (as a member removed since, or before a
 	// restart on another build) says nothing of what it runs now: a
-	// raise waits for its next answer.
+	// raise waits for its next answer. Forgotten again once the join is
+	// done (before the gate opens): a probe that read the member's
+	// address before the change may ask the process that held the ID.
 	n.health.forget(id)
 	conf, err := n.leaderConfiguration(ctx)
 	if err != nil {
@@ -155,6 +158,7 @@ func (n *Node) JoinReading(ctx context.Context, id, raftAddr, clientAddr string,
 			locked = false
 			go func() {
 				<-ch
+				n.health.forget(id)
 				n.format.mu.Unlock()
 			}()
 			return uncertain(ctx.Err())
