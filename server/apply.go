@@ -34,7 +34,11 @@ type applier struct {
 	// error (Node.Stopped), and onHalt shuts Raft down.
 	stopped bool
 	halted  chan error
-	onHalt  func()
+	// onHalt is set once Raft runs (Open), while the FSM goroutine may
+	// already halt: halt calls it if set, and Open calls it itself if
+	// haltSeen is already true, so Raft is shut down either way.
+	onHalt   atomic.Pointer[func()]
+	haltSeen atomic.Bool
 }
 
 // applyingSince returns when the apply in progress started (Unix
@@ -74,6 +78,7 @@ func (a *applier) applyLocked(l *raft.Log) interface{} {
 	switch r := res.(type) {
 	case *fsm.Result:
 		if r.Code == fsm.Unreadable {
+			a.grants.haltLocked()
 			a.halt(&fsm.FormatError{Level: uint64(r.Cmd.Level), Index: l.Index})
 			return res
 		}
@@ -83,6 +88,7 @@ func (a *applier) applyLocked(l *raft.Log) interface{} {
 		// a raise this build cannot read (a later build may batch one).
 		for _, r := range r {
 			if r.Code == fsm.Unreadable {
+				a.grants.haltLocked()
 				a.halt(&fsm.FormatError{Level: uint64(r.Cmd.Level), Index: l.Index})
 				return res
 			}
@@ -158,6 +164,7 @@ func (a *applier) Restore(rc io.ReadCloser) error {
 	})
 	var fe *fsm.FormatError
 	if errors.As(err, &fe) {
+		a.grants.halt()
 		a.halt(fe)
 		return unreadable(fe)
 	}

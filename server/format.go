@@ -293,7 +293,9 @@ func (g *grants) readyTerm() (uint64, bool) {
 
 // halt stops the applier for good: entries after fe's are not applied, no
 // snapshot is taken, and Stopped reports the error. Called on the FSM
-// goroutine.
+// goroutine, after the grants were halted (grants.halt or haltLocked):
+// until Raft is shut down the node may still lead, or be elected, and must
+// not serve from a table it stopped applying.
 func (a *applier) halt(fe *fsm.FormatError) {
 	if a.stopped {
 		return
@@ -304,8 +306,9 @@ func (a *applier) halt(fe *fsm.FormatError) {
 		err = fmt.Errorf("%w (and recording it in the data directory failed: %v)", err, rerr)
 	}
 	a.halted <- err
-	if a.onHalt != nil {
-		a.onHalt()
+	a.haltSeen.Store(true)
+	if f := a.onHalt.Load(); f != nil {
+		(*f)()
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -397,4 +398,32 @@ func TestFormatUnreadableLevelInABatchStops(t *testing.T) {
 	_, held := n.table.Get("k")
 	assert.False(t, held, "nothing after the raise is applied")
 	assert.Equal(t, uint64(1), n.FormatInUse())
+}
+
+// TestFormatHaltedLeaderIsNotReady: between the halt and the end of Raft's
+// shutdown (a goroutine), the node may still lead, and be elected: it must
+// not serve from a table it stopped applying. The test holds Raft up (the
+// window, which no real part holds open on demand) by not shutting it down.
+func TestFormatHaltedLeaderIsNotReady(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	noShutdown := func() {}
+	n.fsm.onHalt.Store(&noShutdown)
+	term, ok := n.grants.readyTerm()
+	require.True(t, ok)
+	c := fsm.Command{Op: fsm.OpFormat, Level: uint8(fsm.FormatReadable + 1)}
+	_ = n.raft.Apply(c.Encode(nil), 5*time.Second).Error()
+	select {
+	case err := <-n.Stopped():
+		require.ErrorIs(t, err, ErrUnreadableFormat)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	require.Equal(t, raft.Leader, n.raft.State(), "Raft is held up: the window")
+	assert.Error(t, n.Ready(), "a halted leader is not ready")
+	assert.False(t, n.grants.becomeReady(term, true), "a halted node does not become ready again (a new election in the window)")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, granted, err := n.Acquire(ctx, "k", "o", time.Minute, 0)
+	assert.False(t, granted, "a halted leader grants nothing")
+	assert.Error(t, err)
 }

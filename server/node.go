@@ -137,10 +137,14 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, <-n.fsm.halted
 	}
-	n.fsm.onHalt = func() {
+	shutdown := func() {
 		// Not on the FSM goroutine: Shutdown waits for it. A node that
 		// cannot read what it was sent must neither vote nor lead.
 		go func() { _ = n.raft.Shutdown().Error() }()
+	}
+	n.fsm.onHalt.Store(&shutdown)
+	if n.fsm.haltSeen.Load() {
+		shutdown() // halted before onHalt was set
 	}
 	n.batch = newBatcher(func(data []byte) raft.ApplyFuture { return n.raft.Apply(data, 0) }, cfg.MaxBatch, 1)
 	n.registerNodeGauges()

@@ -20,6 +20,9 @@ type readiness struct {
 	term    uint64
 	changed chan struct{} // closed and replaced when leadership or readiness changes
 	closed  bool
+	// halted: the applier stopped (a format it cannot read); the node is
+	// never ready again.
+	halted bool
 }
 
 // holds reports whether the node is a ready leader: made ready, and still
@@ -67,7 +70,7 @@ func (g *grants) notReady() {
 func (g *grants) becomeReady(term uint64, restart bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.raft.State() != raft.Leader || g.raft.CurrentTerm() != term || g.readiness.closed {
+	if g.raft.State() != raft.Leader || g.raft.CurrentTerm() != term || g.readiness.closed || g.readiness.halted {
 		return false
 	}
 	if restart {
@@ -79,6 +82,26 @@ func (g *grants) becomeReady(term uint64, restart bool) bool {
 	g.readiness.ready, g.readiness.term = true, term
 	g.readiness.signal()
 	return true
+}
+
+// halt ends readiness for good: the applier stopped applying (a format this
+// build cannot read), so the table is no longer the log's. Waiters are
+// answered as on a step-down.
+func (g *grants) halt() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.haltLocked()
+}
+
+// haltLocked is halt for a caller that holds mu (the applier, applying).
+func (g *grants) haltLocked() {
+	g.readiness.halted = true
+	if !g.readiness.ready {
+		return
+	}
+	g.readiness.ready = false
+	g.waits.failAll(ErrUnknownOutcome)
+	g.readiness.signal()
 }
 
 // close marks the node closed and answers every waiter (an entry handing a
