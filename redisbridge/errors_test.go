@@ -226,6 +226,8 @@ func TestReplyOfEveryServerError(t *testing.T) {
 		{"ErrDataDirInUse", server.ErrDataDirInUse, wire.Err},
 		{"ErrLostMember", server.ErrLostMember, wire.Err},
 		{"ErrTwoClusters", server.ErrTwoClusters, wire.Err},
+		{"ErrFormatRefused", fmt.Errorf("%w: %q reads format levels up to 0, and the cluster is at format level 1", server.ErrFormatRefused, "n3"), wire.Err},
+		{"ErrUnreadableFormat", fmt.Errorf("%w: the log entry at index 8 raises the cluster's format level to 2", server.ErrUnreadableFormat), wire.Err},
 		{"ErrShutdown", server.ErrShutdown, wire.Shutdown},
 		{"ErrNotReady", fmt.Errorf("%w: no leader known", server.ErrNotReady), wire.Err},
 		{"ErrRestoreNotNew", server.ErrRestoreNotNew, wire.Err},
