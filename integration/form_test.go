@@ -497,6 +497,7 @@ func TestBootstrapExpectMemberRecordedBeforeItAcknowledges(t *testing.T) {
 	// alone bootstrapped, only n3 can campaign. That interleaving is
 	// formation's to choose (here about one start in two); the setup is
 	// then made again.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	for attempt := 1; paused == nil; attempt++ {
 		if attempt > 12 {
 			t.Fatal("in 12 attempts, n3 was always the only server to bootstrap")
@@ -516,9 +517,11 @@ func TestBootstrapExpectMemberRecordedBeforeItAcknowledges(t *testing.T) {
 		ds[1].args = append(ds[1].args, "--bootstrap-expect", "3", "--join", full, "--id", ids[1], "--advertise", p2.addr())
 		ds[2].args = append(ds[2].args, "--bootstrap-expect", "3", "--join", strings.Join([]string{j1.addr(), j2.addr(), ds[2].addr}, ","),
 			"--id", ids[2], "--raft-advertise", rp3.addr())
-		for _, d := range ds {
-			d.start(t)
-		}
+		// Started together in a random order: started one by one, each
+		// after the last answers PING, the last one started bootstraps
+		// alone whenever a loaded machine makes a start slow (its first
+		// survey sees the others, theirs were before it ran).
+		startScattered(t, rng, ds, 300*time.Millisecond)
 		// Every gate opens (one still shut needs n3's answers); n3 is then
 		// paused at once: it could dial out and win the election, its Raft
 		// port being cut only inbound (an election takes Raft's 1 to 2 s
