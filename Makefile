@@ -89,7 +89,7 @@ TIMED = scripts/timed.sh
 # Python and Rust lock libraries (test-pyrust-libs).
 test:
 	$(TIMED) lint $(MAKE) lint
-	$(TIMED) go-test $(GO) test -race -count=1 -timeout 15m ./...
+	$(TIMED) go-test $(GO) test -race -count=1 -timeout 25m ./...
 	$(TIMED) fault-points $(GO) test -race -count=1 -timeout 5m -tags fencer_faults -run Fault ./server/
 	$(TIMED) test-fenceetcd $(MAKE) test-fenceetcd
 	$(TIMED) test-helm $(MAKE) test-helm
